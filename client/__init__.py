@@ -1,0 +1,1 @@
+"""gpufair's in-trainer library (telemetry, elastic batches, split commands)."""

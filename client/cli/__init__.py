@@ -1,0 +1,1 @@
+"""The `gpufair` admin CLI: a client of the services."""

@@ -1,0 +1,1 @@
+"""The cache service: node-local dataset caching planned from Kubeflow pipelines."""

@@ -1,0 +1,1 @@
+"""The metrics service: telemetry ingest, rolling windows, per-job rates."""

@@ -1,0 +1,1 @@
+"""The scheduler service: slow-down estimation and fair minibatch splits."""
