@@ -1,0 +1,1 @@
+"""Generated gRPC and protobuf code for gpufair's APIs (see protos/)."""

@@ -1,0 +1,1 @@
+"""Generated gRPC code; see scripts/gen_protos.py."""

@@ -1,0 +1,277 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_STATE_PENDING: _ClassVar[JobState]
+    JOB_STATE_RUNNING: _ClassVar[JobState]
+    JOB_STATE_FINISHED: _ClassVar[JobState]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_STATE_PENDING: JobState
+JOB_STATE_RUNNING: JobState
+JOB_STATE_FINISHED: JobState
+
+class RankPlacement(_message.Message):
+    __slots__ = ("rank", "node", "device_id", "device_type", "max_batch")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    node: str
+    device_id: str
+    device_type: str
+    max_batch: int
+    def __init__(self, rank: _Optional[int] = ..., node: _Optional[str] = ..., device_id: _Optional[str] = ..., device_type: _Optional[str] = ..., max_batch: _Optional[int] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("job_id", "model", "global_batch", "total_samples", "ranks", "exclusive_samples_per_s", "weight")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_SAMPLES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    model: str
+    global_batch: int
+    total_samples: int
+    ranks: _containers.RepeatedCompositeFieldContainer[RankPlacement]
+    exclusive_samples_per_s: float
+    weight: float
+    def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., exclusive_samples_per_s: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
+
+class SplitCommand(_message.Message):
+    __slots__ = ("job_id", "version", "apply_step", "batch_sizes", "policy", "reason", "issued_unix_s")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    APPLY_STEP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    version: int
+    apply_step: int
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    policy: str
+    reason: str
+    issued_unix_s: float
+    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_SAMPLES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    LIVE_RANKS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    state: JobState
+    split: SplitCommand
+    samples_per_s: float
+    exclusive_samples_per_s: float
+    slowdown: float
+    progress: float
+    elapsed_s: float
+    pinned: bool
+    live_ranks: int
+    exclusive_source: str
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., split: _Optional[_Union[SplitCommand, _Mapping]] = ..., samples_per_s: _Optional[float] = ..., exclusive_samples_per_s: _Optional[float] = ..., slowdown: _Optional[float] = ..., progress: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., pinned: _Optional[bool] = ..., live_ranks: _Optional[int] = ..., exclusive_source: _Optional[str] = ...) -> None: ...
+
+class HistoryEntry(_message.Message):
+    __slots__ = ("split", "slowdown")
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    split: SplitCommand
+    slowdown: float
+    def __init__(self, split: _Optional[_Union[SplitCommand, _Mapping]] = ..., slowdown: _Optional[float] = ...) -> None: ...
+
+class JobDecision(_message.Message):
+    __slots__ = ("job_id", "old_batch_sizes", "new_batch_sizes", "slowdown", "predicted_slowdown", "changed", "explanation")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OLD_BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    NEW_BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    old_batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    new_batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    slowdown: float
+    predicted_slowdown: float
+    changed: bool
+    explanation: str
+    def __init__(self, job_id: _Optional[str] = ..., old_batch_sizes: _Optional[_Iterable[int]] = ..., new_batch_sizes: _Optional[_Iterable[int]] = ..., slowdown: _Optional[float] = ..., predicted_slowdown: _Optional[float] = ..., changed: _Optional[bool] = ..., explanation: _Optional[str] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("policy", "decided_unix_s", "duration_s", "summary", "jobs")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    decided_unix_s: float
+    duration_s: float
+    summary: str
+    jobs: _containers.RepeatedCompositeFieldContainer[JobDecision]
+    def __init__(self, policy: _Optional[str] = ..., decided_unix_s: _Optional[float] = ..., duration_s: _Optional[float] = ..., summary: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDecision, _Mapping]]] = ...) -> None: ...
+
+class PolicyConfig(_message.Message):
+    __slots__ = ("name", "period_s", "min_change")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    MIN_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    period_s: float
+    min_change: float
+    def __init__(self, name: _Optional[str] = ..., period_s: _Optional[float] = ..., min_change: _Optional[float] = ...) -> None: ...
+
+class RegisterJobRequest(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class RegisterJobResponse(_message.Message):
+    __slots__ = ("job", "job_token")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    JOB_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job: JobSummary
+    job_token: str
+    def __init__(self, job: _Optional[_Union[JobSummary, _Mapping]] = ..., job_token: _Optional[str] = ...) -> None: ...
+
+class DeregisterJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class DeregisterJobResponse(_message.Message):
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: bool
+    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+
+class StreamCommandsRequest(_message.Message):
+    __slots__ = ("job_id", "rank", "known_version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    rank: int
+    known_version: int
+    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., known_version: _Optional[int] = ...) -> None: ...
+
+class StreamCommandsResponse(_message.Message):
+    __slots__ = ("command",)
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    command: SplitCommand
+    def __init__(self, command: _Optional[_Union[SplitCommand, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("include_finished",)
+    INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    include_finished: bool
+    def __init__(self, include_finished: _Optional[bool] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id", "history_limit")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    history_limit: int
+    def __init__(self, job_id: _Optional[str] = ..., history_limit: _Optional[int] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job", "history")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    job: JobSummary
+    history: _containers.RepeatedCompositeFieldContainer[HistoryEntry]
+    def __init__(self, job: _Optional[_Union[JobSummary, _Mapping]] = ..., history: _Optional[_Iterable[_Union[HistoryEntry, _Mapping]]] = ...) -> None: ...
+
+class GetPolicyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetPolicyResponse(_message.Message):
+    __slots__ = ("policy", "available")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    policy: PolicyConfig
+    available: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[_Union[PolicyConfig, _Mapping]] = ..., available: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetPolicyRequest(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: PolicyConfig
+    def __init__(self, policy: _Optional[_Union[PolicyConfig, _Mapping]] = ...) -> None: ...
+
+class SetPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: PolicyConfig
+    def __init__(self, policy: _Optional[_Union[PolicyConfig, _Mapping]] = ...) -> None: ...
+
+class PinSplitRequest(_message.Message):
+    __slots__ = ("job_id", "batch_sizes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PinSplitResponse(_message.Message):
+    __slots__ = ("split",)
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    split: SplitCommand
+    def __init__(self, split: _Optional[_Union[SplitCommand, _Mapping]] = ...) -> None: ...
+
+class ReleaseSplitRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseSplitResponse(_message.Message):
+    __slots__ = ("was_pinned",)
+    WAS_PINNED_FIELD_NUMBER: _ClassVar[int]
+    was_pinned: bool
+    def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
+
+class ExplainDecisionRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ExplainDecisionResponse(_message.Message):
+    __slots__ = ("decision",)
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ...) -> None: ...
