@@ -1,0 +1,40 @@
+"""Client channels to gpufair services: TLS and bearer tokens from config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+_OPTIONS = [
+    ("grpc.max_receive_message_length", 8 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.enable_retries", 1),
+]
+
+
+def _credentials(ca_file: str, token: str) -> grpc.ChannelCredentials:
+    root = Path(ca_file).read_bytes() if ca_file else None
+    creds = grpc.ssl_channel_credentials(root_certificates=root)
+    if token:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
+    return creds
+
+
+def aio_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "") -> grpc.aio.Channel:
+    """An asyncio channel; TLS when `tls` or a CA is given."""
+    if tls or tls_ca:
+        return grpc.aio.secure_channel(address, _credentials(tls_ca, token), options=_OPTIONS)
+    return grpc.aio.insecure_channel(address, options=_OPTIONS)
+
+
+def sync_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "") -> grpc.Channel:
+    """A blocking channel (trainer threads, the CLI)."""
+    if tls or tls_ca:
+        return grpc.secure_channel(address, _credentials(tls_ca, token), options=_OPTIONS)
+    return grpc.insecure_channel(address, options=_OPTIONS)
+
+
+def token_metadata(token: str) -> tuple[tuple[str, str], ...]:
+    """Per-call metadata carrying a bearer token on an insecure channel (loopback, tests)."""
+    return (("authorization", f"Bearer {token}"),) if token else ()

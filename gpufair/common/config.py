@@ -1,0 +1,156 @@
+"""Configuration from environment variables, read once in each `__main__`.
+
+Every variable, its default and meaning is listed in `ENV_DOC` (rendered in
+the README's configuration reference).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ENV_DOC: dict[str, tuple[str, str]] = {
+    "GPUFAIR_ETCD": ("127.0.0.1:2379", "etcd endpoint host:port"),
+    "GPUFAIR_ETCD_ROOT": ("/gpufair", "key prefix for all gpufair state"),
+    "GPUFAIR_LISTEN": ("per service: 0.0.0.0:50051/50052/50053", "address a service binds (port 0 = any free port)"),
+    "GPUFAIR_METRICS_ADDR": ("127.0.0.1:50051", "metrics service address for clients"),
+    "GPUFAIR_SCHEDULER_ADDR": ("127.0.0.1:50052", "scheduler service address for clients"),
+    "GPUFAIR_CACHE_ADDR": ("127.0.0.1:50053", "this node's cache service address for clients"),
+    "GPUFAIR_S3_ENDPOINT": ("127.0.0.1:9000", "S3/MinIO endpoint host:port"),
+    "GPUFAIR_S3_ACCESS_KEY": ("(none)", "S3 access key (or GPUFAIR_S3_ACCESS_KEY_FILE)"),
+    "GPUFAIR_S3_SECRET_KEY": ("(none)", "S3 secret key (or GPUFAIR_S3_SECRET_KEY_FILE)"),
+    "GPUFAIR_S3_SECURE": ("false", "use https to reach S3"),
+    "GPUFAIR_NODE": ("the host name", "node name reported by trainers and the cache"),
+    "GPUFAIR_CACHE_DIR": ("/var/cache/gpufair", "cache service: node-local cache directory"),
+    "GPUFAIR_CACHE_CAPACITY": ("10GiB", "cache service: byte capacity (suffixes KiB, MiB, GiB)"),
+    "GPUFAIR_POLICY": ("sd-maxmin", "scheduler: initial policy when none is stored in etcd"),
+    "GPUFAIR_PERIOD_S": ("5", "scheduler: seconds between decision rounds"),
+    "GPUFAIR_LEASE_TTL": ("10", "seconds before a dead process's liveness keys and leadership expire"),
+    "GPUFAIR_LOG_LEVEL": ("INFO", "log level"),
+    "GPUFAIR_PROMETHEUS_PORT": ("(off)", "serve Prometheus metrics on this port (0 = any free port)"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ("(off)", "send traces and metrics over OTLP/gRPC to this collector"),
+    "GPUFAIR_TLS_CERT": ("(off)", "PEM certificate: serve TLS on every service port"),
+    "GPUFAIR_TLS_KEY": ("(off)", "PEM private key for GPUFAIR_TLS_CERT"),
+    "GPUFAIR_TLS_CLIENT_CA": ("(off)", "PEM CA: require client certificates (mutual TLS)"),
+    "GPUFAIR_TLS_CA": ("(system)", "clients: PEM CA to verify servers"),
+    "GPUFAIR_ADMIN_TOKEN": ("(off)", "bearer token for admin and mutating RPCs (or GPUFAIR_ADMIN_TOKEN_FILE)"),
+    "GPUFAIR_JOB_TOKEN_SECRET": ("(derived from admin token)", "secret that signs per-job tokens (or _FILE)"),
+    "GPUFAIR_OPEN_READS": ("true", "allow read-only queries without a token"),
+}
+
+
+def _secret(env: Mapping[str, str], name: str) -> str:
+    """A secret from `NAME` or from the file named by `NAME_FILE` (Kubernetes secrets)."""
+    path = env.get(f"{name}_FILE", "")
+    if path:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    return env.get(name, "")
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def parse_bytes(text: str) -> int:
+    """'10GiB' -> 10737418240; plain numbers are bytes."""
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+    t = text.strip().lower()
+    for suffix, mult in units.items():
+        if t.endswith(suffix):
+            return int(float(t[: -len(suffix)]) * mult)
+    return int(t)
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    cert_file: str = ""
+    key_file: str = ""
+    client_ca_file: str = ""
+    ca_file: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert_file and self.key_file)
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    admin_token: str = ""
+    job_token_secret: str = ""
+    open_reads: bool = True
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.admin_token)
+
+
+@dataclass(frozen=True)
+class CommonConfig:
+    """What every service process reads from the environment."""
+
+    listen: str
+    etcd: str = "127.0.0.1:2379"
+    etcd_root: str = "/gpufair"
+    metrics_addr: str = "127.0.0.1:50051"
+    scheduler_addr: str = "127.0.0.1:50052"
+    cache_addr: str = "127.0.0.1:50053"
+    node: str = ""
+    log_level: str = "INFO"
+    prometheus_port: int | None = None
+    otlp_endpoint: str = ""
+    lease_ttl: int = 10
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+
+    @classmethod
+    def from_env(cls, default_listen: str, env: Mapping[str, str] | None = None) -> "CommonConfig":
+        e = os.environ if env is None else env
+        prom = e.get("GPUFAIR_PROMETHEUS_PORT", "")
+        admin = _secret(e, "GPUFAIR_ADMIN_TOKEN")
+        return cls(
+            listen=e.get("GPUFAIR_LISTEN", default_listen),
+            etcd=e.get("GPUFAIR_ETCD", cls.etcd),
+            etcd_root=e.get("GPUFAIR_ETCD_ROOT", cls.etcd_root),
+            metrics_addr=e.get("GPUFAIR_METRICS_ADDR", cls.metrics_addr),
+            scheduler_addr=e.get("GPUFAIR_SCHEDULER_ADDR", cls.scheduler_addr),
+            cache_addr=e.get("GPUFAIR_CACHE_ADDR", cls.cache_addr),
+            node=e.get("GPUFAIR_NODE", "") or os.uname().nodename,
+            log_level=e.get("GPUFAIR_LOG_LEVEL", cls.log_level).upper(),
+            prometheus_port=int(prom) if prom.strip() else None,
+            otlp_endpoint=e.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+            lease_ttl=int(e.get("GPUFAIR_LEASE_TTL", cls.lease_ttl)),
+            tls=TlsConfig(
+                cert_file=e.get("GPUFAIR_TLS_CERT", ""),
+                key_file=e.get("GPUFAIR_TLS_KEY", ""),
+                client_ca_file=e.get("GPUFAIR_TLS_CLIENT_CA", ""),
+                ca_file=e.get("GPUFAIR_TLS_CA", ""),
+            ),
+            auth=AuthConfig(
+                admin_token=admin,
+                job_token_secret=_secret(e, "GPUFAIR_JOB_TOKEN_SECRET") or admin,
+                open_reads=_flag(e.get("GPUFAIR_OPEN_READS", "true")),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class S3Config:
+    endpoint: str = "127.0.0.1:9000"
+    access_key: str = ""
+    secret_key: str = ""
+    secure: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "S3Config":
+        e = os.environ if env is None else env
+        return cls(
+            endpoint=e.get("GPUFAIR_S3_ENDPOINT", cls.endpoint),
+            access_key=_secret(e, "GPUFAIR_S3_ACCESS_KEY"),
+            secret_key=_secret(e, "GPUFAIR_S3_SECRET_KEY"),
+            secure=_flag(e.get("GPUFAIR_S3_SECURE", "false")),
+        )
+
+    def __repr__(self) -> str:  # never print secrets in logs
+        return f"S3Config(endpoint={self.endpoint!r}, secure={self.secure}, access_key={'***' if self.access_key else ''!r})"

@@ -1,0 +1,224 @@
+"""etcd state layer: one client and one lease per process (patroni-style).
+
+- `EtcdState` wraps one `aetcd.Client`, keeps one lease alive, re-binds the
+  process's liveness keys when a lease is lost, and maps client errors to
+  `Unavailable`.
+- Versioned writes compare-and-swap on the key's mod revision and refuse a
+  version that is not newer, so a stale writer can never move a value back.
+- `LeaderElection` owns a key by a create-if-absent transaction under the
+  process lease; `PrefixCache` reads a prefix and then watches from that
+  revision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aetcd
+import aetcd.exceptions
+
+from gpufair.common.errors import FailedPrecondition, Unavailable
+
+logger = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+
+class StaleVersion(FailedPrecondition):
+    """A versioned write carried a version that is not newer than the stored one."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A JSON value read from etcd with its revisions."""
+
+    value: Json
+    mod_revision: int
+    create_revision: int
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """Split `host:port` (a leading `http://` is allowed) into its parts."""
+    rest = endpoint.split("://", 1)[-1].rstrip("/")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"etcd endpoint {endpoint!r} is not host:port")
+    return host, int(port)
+
+
+def _decode(kv: Any) -> Stored:
+    return Stored(json.loads(kv.value), kv.mod_revision, kv.create_revision)
+
+
+def _encode(value: Json) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+class EtcdState:
+    """One etcd client, one kept-alive lease, and the keys bound to it."""
+
+    def __init__(self, endpoint: str, *, lease_ttl: int = 10, timeout: float = 5.0) -> None:
+        host, port = parse_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.lease_ttl = lease_ttl
+        self._client = aetcd.Client(host=host, port=port, timeout=timeout)
+        self._lease: Any = None
+        self._live: dict[str, bytes] = {}
+        self._keepalive: asyncio.Task[None] | None = None
+        self._lease_listeners: list[Callable[[], Awaitable[None]]] = []
+        self._closed = False
+
+    @property
+    def client(self) -> aetcd.Client:
+        return self._client
+
+    async def _call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as exc:
+            raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
+        except aetcd.exceptions.ClientError as exc:
+            if "unavailable" in str(exc).lower() or "connect" in str(exc).lower():
+                raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
+            raise
+
+    async def ping(self) -> bool:
+        """True if etcd answers a read."""
+        try:
+            await self._call(self._client.get, b"/gpufair-ping")
+            return True
+        except (Unavailable, aetcd.exceptions.ClientError):
+            return False
+
+    async def close(self) -> None:
+        """Stop the keepalive, revoke the lease (liveness keys vanish at once), close."""
+        self._closed = True
+        if self._keepalive:
+            self._keepalive.cancel()
+            await asyncio.gather(self._keepalive, return_exceptions=True)
+        if self._lease is not None:
+            try:
+                await asyncio.wait_for(self._client.revoke_lease(self._lease.id), 2)
+            except Exception:  # noqa: BLE001 - best effort on shutdown; the TTL cleans up
+                logger.debug("lease revoke failed on close", exc_info=True)
+        await self._client.close()
+
+    # --- plain JSON values -------------------------------------------------
+
+    async def get(self, key: str) -> Stored | None:
+        kv = await self._call(self._client.get, key.encode())
+        return None if kv is None else _decode(kv)
+
+    async def put(self, key: str, value: Json) -> int:
+        """Write a value; returns the new revision."""
+        res = await self._call(self._client.put, key.encode(), _encode(value))
+        return int(res.header.revision)
+
+    async def delete(self, key: str) -> bool:
+        res = await self._call(self._client.delete, key.encode())
+        return res is not None
+
+    async def delete_prefix(self, prefix: str) -> None:
+        await self._call(self._client.delete_prefix, prefix.encode())
+
+    async def get_prefix(self, prefix: str) -> tuple[dict[str, Stored], int]:
+        """All values under a prefix and the revision they were read at."""
+        res = await self._call(self._client.get_prefix, prefix.encode())
+        return {kv.key.decode(): _decode(kv) for kv in res}, int(res.header.revision)
+
+    # --- transactions ------------------------------------------------------
+
+    async def create_if_absent(self, key: str, value: Json, *, leased: bool = False) -> bool:
+        """Create `key` only if it does not exist; True if this call created it."""
+        tx = self._client.transactions
+        lease = (await self.lease()) if leased else None
+        ok, _ = await self._call(
+            self._client.transaction,
+            compare=[tx.create(key.encode()) == 0],
+            success=[tx.put(key.encode(), _encode(value), lease=lease)],
+            failure=[],
+        )
+        return bool(ok)
+
+    async def put_versioned(self, key: str, value: Json, *, retries: int = 8) -> int:
+        """Write `value` (which holds an int "version") only if it is newer.
+
+        Compare-and-swap on the key's mod revision, so a concurrent writer
+        cannot slip in between the read and the write. Raises StaleVersion if
+        the stored version is >= the new one. Returns the new revision.
+        """
+        version = int(value["version"])
+        tx = self._client.transactions
+        for _ in range(retries):
+            current = await self.get(key)
+            if current is not None and int(current.value.get("version", -1)) >= version:
+                raise StaleVersion(f"{key}: version {version} is not newer than stored {current.value.get('version')}")
+            guard = tx.mod(key.encode()) == current.mod_revision if current else tx.create(key.encode()) == 0
+            ok, _ = await self._call(self._client.transaction, compare=[guard], success=[tx.put(key.encode(), _encode(value))], failure=[])
+            if ok:
+                stored = await self.get(key)
+                return stored.mod_revision if stored else 0
+        raise Unavailable(f"{key}: too much write contention, gave up after {retries} tries")
+
+    # --- the process lease and liveness keys -------------------------------
+
+    async def lease(self) -> Any:
+        """The process's lease, granted on first use and kept alive in the background."""
+        if self._lease is None:
+            self._lease = await self._call(self._client.lease, self.lease_ttl)
+            self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease-keepalive")
+        return self._lease
+
+    def on_new_lease(self, listener: Callable[[], Awaitable[None]]) -> None:
+        """Call `listener` after the lease was lost and replaced (re-acquire ownership)."""
+        self._lease_listeners.append(listener)
+
+    async def put_live(self, key: str, value: Json) -> None:
+        """Write a liveness key bound to the process lease (gone when the process is)."""
+        data = _encode(value)
+        self._live[key] = data
+        await self._call(self._client.put, key.encode(), data, lease=await self.lease())
+
+    async def delete_live(self, key: str) -> None:
+        self._live.pop(key, None)
+        await self.delete(key)
+
+    async def _keep_alive(self) -> None:
+        period = max(self.lease_ttl / 3, 0.2)
+        while not self._closed:
+            await asyncio.sleep(period)
+            try:
+                reply = await self._call(self._client.refresh_lease, self._lease.id)
+                if reply is not None and reply.TTL > 0:
+                    continue
+                logger.warning("etcd lease %x expired; granting a new one", self._lease.id)
+                await self._renew_lease()
+            except Unavailable:
+                logger.debug("lease keepalive: etcd unreachable, will retry")
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                logger.exception("lease keepalive failed")
+
+    async def _renew_lease(self) -> None:
+        self._lease = await self._call(self._client.lease, self.lease_ttl)
+        for key, data in list(self._live.items()):
+            await self._call(self._client.put, key.encode(), data, lease=self._lease)
+        for listener in self._lease_listeners:
+            await listener()
+
+    async def revoke_lease_for_test(self) -> None:
+        """Revoke the lease as a crash would let it expire (fault tests)."""
+        if self._lease is not None:
+            await self._call(self._client.revoke_lease, self._lease.id)
+
+    # --- watches -------------------------------------------------------------
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> Any:
+        """An aetcd Watch over a prefix from a revision (iterate, then `.cancel()`)."""
+        return await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision)

@@ -1,0 +1,103 @@
+"""Leader election over etcd: own a key by create-if-absent under the process lease.
+
+Only the leader runs the decision loop; every replica serves reads and streams.
+A leader that crashes stops refreshing its lease, etcd deletes the key when the
+TTL runs out, and a standby's campaign succeeds on the delete event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from gpufair.common.errors import Unavailable
+from gpufair.common.etcd import EtcdState
+
+logger = logging.getLogger(__name__)
+
+
+class LeaderElection:
+    """Campaign for `key` as `identity`; `is_leader` tells the current state."""
+
+    def __init__(self, state: EtcdState, key: str, identity: str, *, retry_s: float = 0.5) -> None:
+        self._state = state
+        self._key = key
+        self.identity = identity
+        self._retry_s = retry_s
+        self._leader = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader.is_set()
+
+    async def wait_leader(self, timeout: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(self._leader.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._campaign(), name=f"campaign {self._key}")
+
+    async def stop(self) -> None:
+        """Stop campaigning and give leadership up at once (not after the TTL)."""
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.is_leader:
+            self._leader.clear()
+            try:
+                current = await self._state.get(self._key)
+                if current and current.value.get("identity") == self.identity:
+                    await self._state.delete(self._key)
+            except Unavailable:
+                pass
+
+    async def current_leader(self) -> str | None:
+        stored = await self._state.get(self._key)
+        return None if stored is None else str(stored.value.get("identity"))
+
+    async def _campaign(self) -> None:
+        while True:
+            try:
+                await self._campaign_once()
+            except asyncio.CancelledError:
+                raise
+            except Unavailable as exc:
+                self._step_down(f"etcd unreachable: {exc}")
+            except Exception:  # noqa: BLE001 - keep campaigning whatever happens
+                logger.exception("leader campaign failed")
+                self._step_down("campaign error")
+            await asyncio.sleep(self._retry_s)
+
+    async def _campaign_once(self) -> None:
+        value = {"identity": self.identity, "since_unix_s": time.time()}
+        if await self._state.create_if_absent(self._key, value, leased=True):
+            logger.info("%s became leader of %s", self.identity, self._key)
+            self._leader.set()
+        stored = await self._state.get(self._key)
+        if stored is None:
+            return  # deleted in between: campaign again at once
+        mine = stored.value.get("identity") == self.identity
+        if mine:
+            self._leader.set()
+        elif not mine:
+            self._step_down(f"leader is {stored.value.get('identity')}")
+        # Wait until the key changes (deleted by TTL, or rewritten).
+        watch = await self._state.watch_prefix(self._key, stored.mod_revision + 1)
+        try:
+            async for event in watch:
+                if event.kind == "DELETE":
+                    self._step_down("leader key deleted")
+                    return
+        finally:
+            await watch.cancel()
+
+    def _step_down(self, why: str) -> None:
+        if self._leader.is_set():
+            logger.warning("%s lost leadership: %s", self.identity, why)
+            self._leader.clear()
+

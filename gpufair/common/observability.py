@@ -1,0 +1,58 @@
+"""Logging, OpenTelemetry tracing and metrics; configured only from a `__main__`.
+
+Nothing is exported unless switched on by environment: GPUFAIR_PROMETHEUS_PORT
+serves a Prometheus scrape endpoint, OTEL_EXPORTER_OTLP_ENDPOINT sends traces
+and metrics to a collector. With neither, the API's no-op providers are used.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from opentelemetry import metrics, trace
+
+from gpufair.common.config import CommonConfig
+
+logger = logging.getLogger(__name__)
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def setup_telemetry(config: CommonConfig, service_name: str) -> int | None:
+    """Install meter and tracer providers as configured; returns the Prometheus port, if any."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    resource = Resource.create({"service.name": service_name, "service.instance.id": config.node})
+    readers = []
+    prom_port: int | None = None
+    if config.prometheus_port is not None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import start_http_server
+
+        server, _thread = start_http_server(config.prometheus_port, addr="0.0.0.0")
+        prom_port = int(server.server_port)
+        readers.append(PrometheusMetricReader())
+        logger.info("Prometheus metrics on :%d/metrics", prom_port)
+    if config.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(provider)
+        logger.info("OTLP export to %s", config.otlp_endpoint)
+    if readers:
+        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    return prom_port

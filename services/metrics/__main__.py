@@ -1,0 +1,31 @@
+"""`python -m gpufair.metrics`: run the metrics service."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from gpufair.common.config import CommonConfig
+from gpufair.common.runner import run_service
+from gpufair.metrics.app import build_deps, expire_loop
+from gpufair.metrics.exporter import register_instruments
+from gpufair.metrics.store import MetricsStore
+
+
+async def _build(config: CommonConfig):
+    store = MetricsStore()
+    register_instruments(store)
+    housekeeping = asyncio.create_task(expire_loop(store))
+
+    async def cleanup() -> None:
+        housekeeping.cancel()
+
+    return build_deps(store), cleanup
+
+
+def main() -> int:
+    return run_service("metrics", "0.0.0.0:50051", _build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
