@@ -1,0 +1,107 @@
+"""The shared server: health follows dependencies, errors map to statuses, SIGTERM drains."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
+from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
+from gpufair.common.config import CommonConfig
+from gpufair.common.errors import NotFound
+from gpufair.common.etcd import EtcdState
+from gpufair.common.server import ServerDeps, ServiceBinding, create_server
+from gpufair.local import EtcdServer, free_port
+
+SERVICE = mpb.DESCRIPTOR.services_by_name["MetricsService"].full_name
+
+
+class _Exploding(mpb_grpc.MetricsServiceServicer):
+    async def GetJobStats(self, request, context):
+        if request.job_id == "missing":
+            raise NotFound("no telemetry for job 'missing'")
+        raise RuntimeError("secret internal detail")
+
+
+async def _status(channel: grpc.aio.Channel, service: str = "") -> int:
+    stub = health_pb2_grpc.HealthStub(channel)
+    return (await stub.Check(health_pb2.HealthCheckRequest(service=service))).status
+
+
+async def test_health_is_serving_only_once_etcd_answers(tmp_path) -> None:
+    etcd = EtcdServer(workdir=tmp_path, client_port=free_port())
+    state = EtcdState(etcd.endpoint, timeout=1)
+    deps = ServerDeps(services=[ServiceBinding(SERVICE, lambda s: mpb_grpc.add_MetricsServiceServicer_to_server(_Exploding(), s))],
+                      readiness=state.ping, readiness_period_s=0.1)
+    running = await create_server(CommonConfig(listen="127.0.0.1:0"), deps)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            await asyncio.sleep(0.3)  # several probe periods with etcd down
+            assert await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert await _status(ch, SERVICE) == health_pb2.HealthCheckResponse.NOT_SERVING
+            etcd.start()
+            for _ in range(100):
+                if await _status(ch) == health_pb2.HealthCheckResponse.SERVING:
+                    break
+                await asyncio.sleep(0.1)
+            assert await _status(ch, SERVICE) == health_pb2.HealthCheckResponse.SERVING
+            etcd.kill()
+            for _ in range(100):
+                if await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING:
+                    break
+                await asyncio.sleep(0.1)
+            assert await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        await running.stop(0)
+        await state.close()
+        etcd.close()
+
+
+async def test_domain_errors_map_to_codes_and_unexpected_ones_hide_details() -> None:
+    async def ready() -> bool:
+        return True
+
+    deps = ServerDeps(services=[ServiceBinding(SERVICE, lambda s: mpb_grpc.add_MetricsServiceServicer_to_server(_Exploding(), s))], readiness=ready)
+    running = await create_server(CommonConfig(listen="127.0.0.1:0"), deps)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            stub = mpb_grpc.MetricsServiceStub(ch)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.GetJobStats(mpb.GetJobStatsRequest(job_id="missing"))
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND and "missing" in err.value.details()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.GetJobStats(mpb.GetJobStatsRequest(job_id="x"))
+            assert err.value.code() == grpc.StatusCode.INTERNAL
+            assert "secret" not in err.value.details() and "incident" in err.value.details()
+    finally:
+        await running.stop(0)
+
+
+def test_service_process_serves_health_and_exits_cleanly_on_sigterm() -> None:
+    env = dict(os.environ, GPUFAIR_LISTEN="127.0.0.1:0", GPUFAIR_LOG_LEVEL="WARNING")
+    proc = subprocess.Popen([sys.executable, "-m", "gpufair.metrics"], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on port" in line, line
+        port = int(line.rsplit(" ", 1)[1])
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            grpc.channel_ready_future(ch).result(timeout=10)
+            stub = health_pb2_grpc.HealthStub(ch)
+            for _ in range(50):
+                if stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+                time.sleep(0.05)
+            assert stub.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
