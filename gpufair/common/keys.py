@@ -4,10 +4,12 @@ Layout under the root (default `/gpufair`):
   jobs/<job>/spec               job registration (JSON)
   jobs/<job>/split              current split, versioned (JSON; version never goes backwards)
   jobs/<job>/history/<version>  past splits with the decision that made them
-  jobs/<job>/members/<rank>     trainer liveness, bound to the trainer's lease
+  jobs/<job>/members/<rank>     trainer liveness, bound to the lease of the replica serving its stream
+  jobs/<job>/pin                manual split pinned by an operator (JSON)
   profiles/<model>/<gpu_type>   exclusive-speed profile (JSON)
   scheduler/leader              leader identity, bound to the leader's lease
   scheduler/policy              active policy name and parameters (JSON)
+  scheduler/decision            the latest decision round, for "explain" (JSON)
   cache/<node>/entries/<id>     one cached dataset on a node (JSON)
   cache/<node>/member           cache service liveness, lease-bound
   pipelines/<run>/plan          prefetch plan for a pipeline run (JSON)
@@ -71,6 +73,9 @@ class Keys:
     def job_members_prefix(self, job: str) -> str:
         return self.job_prefix(job) + "members/"
 
+    def job_pin(self, job: str) -> str:
+        return self.job_prefix(job) + "pin"
+
     # profiles
     def profiles_prefix(self) -> str:
         return self._k("profiles") + "/"
@@ -84,6 +89,9 @@ class Keys:
 
     def policy(self) -> str:
         return self._k("scheduler", "policy")
+
+    def decision(self) -> str:
+        return self._k("scheduler", "decision")
 
     # cache
     def cache_node_prefix(self, node: str) -> str:

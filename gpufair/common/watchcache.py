@@ -32,6 +32,10 @@ class PrefixCache:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"watch {self.prefix}")
 
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
     async def wait_ready(self, timeout: float | None = None) -> bool:
         try:
             await asyncio.wait_for(self._ready.wait(), timeout)

@@ -1,0 +1,23 @@
+"""`python -m gpufair.scheduler`: run one scheduler replica (leader-elected)."""
+
+from __future__ import annotations
+
+import sys
+
+from gpufair.common.auth import auth_interceptors
+from gpufair.common.config import CommonConfig
+from gpufair.common.runner import run_service
+from gpufair.scheduler.app import build_replica, default_policy, start_background
+
+
+async def _build(config: CommonConfig):
+    replica = await build_replica(config, default_policy())
+    return start_background(replica, auth_interceptors(config)), replica.close
+
+
+def main() -> int:
+    return run_service("scheduler", "0.0.0.0:50052", _build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

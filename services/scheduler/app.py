@@ -1,0 +1,94 @@
+"""Wiring of a scheduler replica: etcd state, registry, election, loop, streams, servicer."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+from gpufair.common.channels import aio_channel
+from gpufair.common.config import CommonConfig
+from gpufair.common.etcd import EtcdState
+from gpufair.common.keys import Keys
+from gpufair.common.leader import LeaderElection
+from gpufair.common.server import RunningServer, ServerDeps, ServiceBinding, create_server
+from gpufair.common.tokens import JobTokens
+from gpufair.scheduler.hub import CommandHub
+from gpufair.scheduler.loop import DecisionLoop
+from gpufair.scheduler.registry import JobRegistry
+from gpufair.scheduler.servicer import SchedulerServicer
+from gpufair.scheduler.sources import MetricsSource, PolicySettings, PolicyStore, load_profiles
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
+
+
+@dataclass
+class SchedulerReplica:
+    """Everything one replica runs; `close()` stops it in reverse order."""
+
+    state: EtcdState
+    registry: JobRegistry
+    election: LeaderElection
+    loop: DecisionLoop
+    hub: CommandHub
+    metrics_channel: grpc.aio.Channel
+    servicer: SchedulerServicer
+    server: RunningServer | None = None
+
+    async def close(self, grace: float = 1.0) -> None:
+        if self.server:
+            await self.server.stop(grace)
+        await self.loop.stop()
+        await self.election.stop()
+        await self.registry.stop()
+        await self.metrics_channel.close()
+        await self.state.close()
+
+
+def default_policy(env: dict[str, str] | None = None) -> PolicySettings:
+    e = os.environ if env is None else env
+    return PolicySettings(e.get("GPUFAIR_POLICY", "sd-maxmin"), float(e.get("GPUFAIR_PERIOD_S", "5")), float(e.get("GPUFAIR_MIN_CHANGE", "0.05"))).validated()
+
+
+async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "") -> SchedulerReplica:
+    identity = identity or f"{config.node}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    keys = Keys(config.etcd_root)
+    state = EtcdState(config.etcd, lease_ttl=config.lease_ttl)
+    hub = CommandHub()
+    registry = JobRegistry(state, keys, on_split=hub.publish)
+    election = LeaderElection(state, keys.leader(), identity)
+    policies = PolicyStore(state, keys, policy)
+    channel = aio_channel(config.metrics_addr, tls_ca=config.tls.ca_file, token=config.auth.admin_token)
+    metrics = MetricsSource(channel)
+    loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, lambda: load_profiles(state, keys))
+    servicer = SchedulerServicer(registry, hub, loop, policies, JobTokens(config.auth.job_token_secret), identity)
+    return SchedulerReplica(state, registry, election, loop, hub, channel, servicer)
+
+
+async def start_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "",
+                        interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> SchedulerReplica:
+    """Start serving at once (NOT_SERVING until etcd answers); background tasks retry etcd."""
+    replica = await build_replica(config, policy, identity=identity)
+    replica.server = await create_server(config, start_background(replica, interceptors))
+    return replica
+
+
+def start_background(replica: SchedulerReplica, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> ServerDeps:
+    """Start the replica's background tasks and return what the server needs to serve it."""
+    replica.registry.start_background()
+    replica.election.start()
+    replica.loop.start()
+    return ServerDeps(
+        services=[ServiceBinding(SERVICE_NAME, lambda s: pb_grpc.add_SchedulerServiceServicer_to_server(replica.servicer, s))],
+        readiness=lambda: _ready(replica),
+        interceptors=interceptors,
+    )
+
+
+async def _ready(replica: SchedulerReplica) -> bool:
+    return replica.registry.ready and await replica.state.ping()

@@ -1,0 +1,168 @@
+"""SchedulerService: protobuf <-> domain, nothing else."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+from gpufair.common.errors import InvalidArgument, NotFound
+from gpufair.scheduler.hub import CommandHub
+from gpufair.scheduler.jobs import JobSpec, Placement, Split, validate_batch_sizes, validate_spec
+from gpufair.scheduler.loop import DecisionLoop
+from gpufair.scheduler.policy import even_split, policy_names
+from gpufair.scheduler.registry import JobRegistry, JobView
+from gpufair.scheduler.snapshot import JobEstimate
+from gpufair.scheduler.sources import PolicyStore
+from gpufair.common.tokens import JobTokens
+
+logger = logging.getLogger(__name__)
+
+
+def spec_from_pb(s: pb.JobSpec) -> JobSpec:
+    ranks = tuple(Placement(r.rank, r.node, r.device_id, r.device_type, r.max_batch) for r in s.ranks)
+    return validate_spec(JobSpec(s.job_id, s.model, s.global_batch, s.total_samples, ranks, s.exclusive_samples_per_s, s.weight or 1.0))
+
+
+def spec_to_pb(s: JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(job_id=s.job_id, model=s.model, global_batch=s.global_batch, total_samples=s.total_samples,
+                      exclusive_samples_per_s=s.exclusive_rate, weight=s.weight,
+                      ranks=[pb.RankPlacement(rank=r.rank, node=r.node, device_id=r.device_id, device_type=r.device_type, max_batch=r.max_batch) for r in s.ranks])
+
+
+def split_to_pb(job: str, s: Split) -> pb.SplitCommand:
+    return pb.SplitCommand(job_id=job, version=s.version, apply_step=s.apply_step, batch_sizes=list(s.batch_sizes), policy=s.policy,
+                           reason=s.reason, issued_unix_s=s.issued_unix_s)
+
+
+def summary_to_pb(view: JobView, est: JobEstimate | None) -> pb.JobSummary:
+    if est is None:
+        state = pb.JOB_STATE_PENDING
+    else:
+        state = pb.JOB_STATE_FINISHED if est.progress >= 1 else (pb.JOB_STATE_RUNNING if est.rate > 0 else pb.JOB_STATE_PENDING)
+    out = pb.JobSummary(spec=spec_to_pb(view.spec), state=state, pinned=view.pinned is not None, live_ranks=view.live_ranks)
+    if view.split:
+        out.split.CopyFrom(split_to_pb(view.spec.job_id, view.split))
+    if est:
+        out.samples_per_s, out.exclusive_samples_per_s, out.slowdown = est.rate, est.exclusive_rate, est.slowdown
+        out.progress, out.elapsed_s, out.exclusive_source = est.progress, est.elapsed_s, est.exclusive_source
+    return out
+
+
+class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
+    def __init__(self, registry: JobRegistry, hub: CommandHub, loop: DecisionLoop, policies: PolicyStore, tokens: JobTokens, identity: str) -> None:
+        self._registry, self._hub, self._loop, self._policies, self._tokens = registry, hub, loop, policies, tokens
+        self._identity = identity
+
+    async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext) -> pb.RegisterJobResponse:
+        spec = spec_from_pb(request.spec)
+        settings = await self._policies.get()
+        spec, _ = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name)
+        view = await self._wait_view(spec.job_id)
+        return pb.RegisterJobResponse(job=summary_to_pb(view, None), job_token=self._tokens.issue(spec.job_id))
+
+    async def _wait_view(self, job: str) -> JobView:
+        # The local mirror catches up through the watch; registration reads its own write.
+        import asyncio
+
+        for _ in range(100):
+            try:
+                view = self._registry.view(job)
+                if view.split is not None:
+                    return view
+            except NotFound:
+                pass
+            await asyncio.sleep(0.02)
+        return self._registry.view(job)
+
+    async def DeregisterJob(self, request: pb.DeregisterJobRequest, context: grpc.aio.ServicerContext) -> pb.DeregisterJobResponse:
+        _require(request.job_id)
+        return pb.DeregisterJobResponse(removed=await self._registry.deregister(request.job_id))
+
+    async def StreamCommands(self, request: pb.StreamCommandsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.StreamCommandsResponse]:
+        _require(request.job_id)
+        view = self._registry.view(request.job_id)
+        if not 0 <= request.rank < len(view.spec.ranks):
+            raise InvalidArgument(f"rank {request.rank} is out of range for job {request.job_id!r} with {len(view.spec.ranks)} ranks")
+        queue = self._hub.subscribe(request.job_id)
+        await self._registry.join(request.job_id, request.rank, self._identity)
+        try:
+            known = request.known_version
+            current = self._registry.split(request.job_id)
+            if current and current.version > known:
+                known = current.version
+                yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, current))
+            while True:
+                split = await queue.get()
+                if split.version > known:
+                    known = split.version
+                    yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, split))
+        finally:
+            self._hub.unsubscribe(request.job_id, queue)
+            try:
+                await self._registry.leave(request.job_id, request.rank)
+            except Exception:  # noqa: BLE001 - the lease removes it anyway
+                logger.debug("leave failed", exc_info=True)
+
+    async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
+        est = await self._loop.estimates()
+        out = [summary_to_pb(v, est.get(v.spec.job_id)) for v in self._registry.views()]
+        if not request.include_finished:
+            out = [s for s in out if s.state != pb.JOB_STATE_FINISHED]
+        return pb.ListJobsResponse(jobs=out)
+
+    async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.GetJobResponse:
+        _require(request.job_id)
+        if not 0 <= request.history_limit <= 10_000:
+            raise InvalidArgument("history_limit must be in [0, 10000]")
+        view = self._registry.view(request.job_id)
+        est = (await self._loop.estimates()).get(request.job_id)
+        history = await self._registry.history(request.job_id, request.history_limit or 100)
+        return pb.GetJobResponse(job=summary_to_pb(view, est),
+                                 history=[pb.HistoryEntry(split=split_to_pb(request.job_id, h), slowdown=h.slowdown) for h in history])
+
+    async def GetPolicy(self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.GetPolicyResponse:
+        s = await self._policies.get()
+        return pb.GetPolicyResponse(policy=pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change), available=list(policy_names()))
+
+    async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
+        p = request.policy
+        s = await self._policies.set(p.name, p.period_s, p.min_change)
+        return pb.SetPolicyResponse(policy=pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change))
+
+    async def PinSplit(self, request: pb.PinSplitRequest, context: grpc.aio.ServicerContext) -> pb.PinSplitResponse:
+        _require(request.job_id)
+        view = self._registry.view(request.job_id)
+        sizes = validate_batch_sizes(view.spec, tuple(request.batch_sizes))
+        await self._registry.set_pin(request.job_id, sizes)
+        current = view.split
+        version = (current.version if current else 0) + 1
+        split = Split(version, current.apply_step if current else 0, sizes, "manual", "pinned by an operator", time.time())
+        await self._registry.write_split(request.job_id, split)
+        return pb.PinSplitResponse(split=split_to_pb(request.job_id, split))
+
+    async def ReleaseSplit(self, request: pb.ReleaseSplitRequest, context: grpc.aio.ServicerContext) -> pb.ReleaseSplitResponse:
+        _require(request.job_id)
+        self._registry.view(request.job_id)
+        return pb.ReleaseSplitResponse(was_pinned=await self._registry.set_pin(request.job_id, None))
+
+    async def ExplainDecision(self, request: pb.ExplainDecisionRequest, context: grpc.aio.ServicerContext) -> pb.ExplainDecisionResponse:
+        record = await self._loop.last_decision()
+        if record is None:
+            return pb.ExplainDecisionResponse()
+        jobs = [pb.JobDecision(job_id=j["job_id"], old_batch_sizes=j["old"], new_batch_sizes=j["new"], slowdown=j["slowdown"],
+                               predicted_slowdown=j["predicted_slowdown"], changed=j["changed"], explanation=j["explanation"])
+                for j in record["jobs"] if not request.job_id or j["job_id"] == request.job_id]
+        if request.job_id and not jobs:
+            raise NotFound(f"job {request.job_id!r} was not part of the latest decision round")
+        return pb.ExplainDecisionResponse(decision=pb.Decision(policy=record["policy"], decided_unix_s=record["decided_unix_s"],
+                                                               duration_s=record["duration_s"], summary=record["summary"], jobs=jobs))
+
+
+def _require(job_id: str) -> None:
+    if not job_id:
+        raise InvalidArgument("job_id is required")

@@ -1,0 +1,122 @@
+"""From registry views, metrics and profiles to the policy core's `ClusterState` (pure).
+
+Which numbers feed a job's state, in order of preference:
+- per-rank cost: the metrics service's fitted compute cost (GPU-busy seconds per
+  sample and per step); else the profile's t(b) = a + c*b for the rank's device type;
+- exclusive rate: the spec's override; else the profile at the even split; else
+  the policy core's documented fallback (best observed cost, never understating SD);
+- a job with no cost from either source, no live rank, or all work done is
+  left out of the round (its split stays, its GPUs count as free).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpufair.scheduler.jobs import JobSpec
+from gpufair.scheduler.policy import ClusterState, JobState, RankState, even_split, exclusive_rate, slowdown
+from gpufair.scheduler.registry import JobView
+
+
+@dataclass(frozen=True)
+class RankMetrics:
+    compute_s_per_sample: float
+    compute_s_fixed: float
+    last_step: int
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    samples_per_s: float
+    samples_done: int
+    first_unix_s: float
+    ranks: Mapping[int, RankMetrics]
+
+    @property
+    def last_step(self) -> int:
+        return max((r.last_step for r in self.ranks.values()), default=-1)
+
+
+@dataclass(frozen=True)
+class Fit:
+    a_s: float
+    c_s: float
+
+
+Profiles = Mapping[tuple[str, str], Fit]
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """What the admin view shows of a job."""
+
+    job: str
+    rate: float
+    exclusive_rate: float
+    exclusive_source: str
+    slowdown: float
+    progress: float
+    elapsed_s: float
+    included: bool
+    why_excluded: str = ""
+
+
+def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
+    fits = [profiles.get((spec.model, r.device_type)) for r in spec.ranks]
+    if any(f is None for f in fits):
+        return None
+    sizes = even_split(spec.global_batch, len(spec.ranks))
+    step = max(f.a_s + f.c_s * b for f, b in zip(fits, sizes))  # type: ignore[union-attr]
+    return spec.global_batch / step if step > 0 else None
+
+
+def _rank_states(view: JobView, m: JobMetrics | None, profiles: Profiles) -> tuple[RankState, ...] | None:
+    split = view.split.batch_sizes if view.split else even_split(view.spec.global_batch, len(view.spec.ranks))
+    out = []
+    for p, b in zip(sorted(view.spec.ranks, key=lambda r: r.rank), split):
+        rm = m.ranks.get(p.rank) if m else None
+        fit = profiles.get((view.spec.model, p.device_type))
+        if rm and rm.compute_s_per_sample > 0 and math.isfinite(rm.compute_s_per_sample):
+            c, a = rm.compute_s_per_sample, max(rm.compute_s_fixed, 0.0)
+        elif fit and fit.c_s > 0:
+            c, a = fit.c_s, fit.a_s
+        else:
+            return None
+        out.append(RankState(gpu=p.device_id, batch=b, sec_per_sample=c, sec_per_step=a, cap=p.max_batch or None))
+    return tuple(out)
+
+
+def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], profiles: Profiles, now: float) -> tuple[ClusterState, dict[str, JobEstimate]]:
+    """The policy's input and, for every registered job, the numbers shown to operators."""
+    jobs: list[JobState] = []
+    estimates: dict[str, JobEstimate] = {}
+    for view in views:
+        spec, m = view.spec, metrics.get(view.spec.job_id)
+        done = m.samples_done if m else 0
+        elapsed = max(now - m.first_unix_s, 0.0) if m and m.first_unix_s > 0 else 0.0
+        progress = min(done / spec.total_samples, 1.0)
+        exclusive, source = (spec.exclusive_rate, "spec") if spec.exclusive_rate > 0 else (_profile_exclusive(spec, profiles), "profile")
+        ranks = _rank_states(view, m, profiles)
+        why = ""
+        if view.live_ranks == 0:
+            why = "no live rank"
+        elif progress >= 1.0:
+            why = "finished"
+        elif ranks is None:
+            why = "no telemetry or profile yet"
+        rate = m.samples_per_s if m and m.samples_per_s > 0 else None
+        if ranks is None:
+            estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, exclusive or 0.0, source if exclusive else "unknown", 0.0, progress, elapsed, False, why)
+            continue
+        state = JobState(job=spec.job_id, global_batch=spec.global_batch, ranks=ranks, samples_done=float(done),
+                         samples_total=float(spec.total_samples), elapsed_s=elapsed, rate=rate,
+                         exclusive_rate=exclusive, pinned=view.pinned)
+        ex = exclusive_rate(state)
+        sd = slowdown(state, rate) if rate else 0.0
+        estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, ex, source if exclusive else "observed", sd if math.isfinite(sd) else 0.0,
+                                             progress, elapsed, not why, why)
+        if not why:
+            jobs.append(state)
+    return ClusterState(tuple(jobs)), estimates

@@ -1,0 +1,92 @@
+"""Where the scheduler reads its inputs: the metrics service, profiles and the policy in etcd."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import grpc
+
+from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
+from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
+from gpufair.common.errors import InvalidArgument, Unavailable
+from gpufair.common.etcd import EtcdState
+from gpufair.common.keys import Keys
+from gpufair.scheduler.policy import policy_names
+from gpufair.scheduler.snapshot import Fit, JobMetrics, Profiles, RankMetrics
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsSource:
+    """Reads per-job statistics from the metrics service."""
+
+    def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 2.0) -> None:
+        self._stub = mpb_grpc.MetricsServiceStub(channel)
+        self._timeout = timeout_s
+
+    async def fetch(self) -> dict[str, JobMetrics]:
+        try:
+            res = await self._stub.ListJobStats(mpb.ListJobStatsRequest(), timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise Unavailable(f"metrics service: {exc.code().name}: {exc.details()}") from exc
+        return {
+            j.job_id: JobMetrics(
+                samples_per_s=j.samples_per_s_smoothed or j.samples_per_s,
+                samples_done=j.samples_done,
+                first_unix_s=j.first_report_unix_s,
+                ranks={r.rank: RankMetrics(r.compute_s_per_sample, r.compute_s_fixed, r.last_step) for r in j.ranks},
+            )
+            for j in res.jobs
+        }
+
+
+async def load_profiles(state: EtcdState, keys: Keys) -> Profiles:
+    """Step-time fits of every stored profile, by (model, device type); bad entries are skipped."""
+    values, _ = await state.get_prefix(keys.profiles_prefix())
+    out: dict[tuple[str, str], Fit] = {}
+    for key, stored in values.items():
+        fit = stored.value.get("fit")
+        model, device_type = stored.value.get("model"), stored.value.get("device_type")
+        if isinstance(fit, dict) and model and device_type:
+            try:
+                out[(str(model), str(device_type))] = Fit(float(fit["a_s"]), float(fit["c_s"]))
+            except (KeyError, TypeError, ValueError):
+                logger.warning("profile %s has a malformed fit; ignored", key)
+    return out
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    name: str = "sd-maxmin"
+    period_s: float = 5.0
+    min_change: float = 0.05
+
+    def validated(self) -> "PolicySettings":
+        if self.name not in policy_names():
+            raise InvalidArgument(f"unknown policy {self.name!r}; choose one of {', '.join(policy_names())}")
+        if not 0.05 <= self.period_s <= 3600:
+            raise InvalidArgument(f"period_s={self.period_s} must be in [0.05, 3600]")
+        if not 0 <= self.min_change < 1:
+            raise InvalidArgument(f"min_change={self.min_change} must be in [0, 1)")
+        return self
+
+
+class PolicyStore:
+    """The active policy in etcd (`scheduler/policy`), with env-given defaults."""
+
+    def __init__(self, state: EtcdState, keys: Keys, default: PolicySettings) -> None:
+        self._state, self._keys, self.default = state, keys, default
+
+    async def get(self) -> PolicySettings:
+        stored = await self._state.get(self._keys.policy())
+        if stored is None:
+            return self.default
+        v = stored.value
+        return PolicySettings(v.get("name", self.default.name), float(v.get("period_s", self.default.period_s)), float(v.get("min_change", self.default.min_change)))
+
+    async def set(self, name: str, period_s: float, min_change: float) -> PolicySettings:
+        current = await self.get()
+        new = PolicySettings(name or current.name, period_s or current.period_s, min_change or current.min_change).validated()
+        await self._state.put(self._keys.policy(), {"name": new.name, "period_s": new.period_s, "min_change": new.min_change})
+        return new
