@@ -7,6 +7,7 @@ import sys
 
 from gpufair.common.config import CommonConfig
 from gpufair.common.runner import run_service
+from gpufair.common.auth import auth_interceptors
 from gpufair.metrics.app import build_deps, expire_loop
 from gpufair.metrics.exporter import register_instruments
 from gpufair.metrics.store import MetricsStore
@@ -20,7 +21,7 @@ async def _build(config: CommonConfig):
     async def cleanup() -> None:
         housekeeping.cancel()
 
-    return build_deps(store), cleanup
+    return build_deps(store, auth_interceptors(config)), cleanup
 
 
 def main() -> int:

@@ -58,11 +58,12 @@ class MetricsStore:
         accepted = rejected = 0
         error = ""
         for r in records:
-            if r.samples_total < win.samples_total or r.step <= win.last_step:
+            if r.step <= win.last_step:
                 rejected += 1
-                error = error or (f"record for step {r.step} (samples_total {r.samples_total}) is not after step "
-                                  f"{win.last_step} (samples_total {win.samples_total})")
+                error = error or f"record for step {r.step} is not after step {win.last_step}, already reported"
                 continue
+            if r.samples_total < win.samples_total:
+                win.records.clear()  # the rank restarted its local counter: rates start afresh
             win.records.append(r)
             win.samples_total, win.steps_total, win.last_step = r.samples_total, r.steps_total, r.step
             win.first_t = min(win.first_t, r.t)
@@ -101,7 +102,10 @@ class MetricsStore:
         ranks = sorted((k.rank, w) for k, w in self._ranks.items() if k.job == job)
         stats = tuple(self._rank_stats(rank, w) for rank, w in ranks)
         info = self._jobs[job]
-        done = sum(s.samples_total for s in stats)
+        # Every global batch keeps its size, so steps x global batch is exact and
+        # survives trainer restarts; local sample counters are only a fallback.
+        steps = min((w.steps_total for _, w in ranks), default=0)
+        done = steps * info.global_batch if info.global_batch else sum(s.samples_total for s in stats)
         step_time = sum(s.step_time_s for s in stats)
         stall = sum(s.data_stall_fraction * s.step_time_s for s in stats) / step_time if step_time > 0 else 0.0
         return JobStats(
@@ -112,7 +116,7 @@ class MetricsStore:
             samples_done=done,
             samples_total=info.total_samples,
             progress=min(done / info.total_samples, 1.0) if info.total_samples else 0.0,
-            steps_done=min((w.steps_total for _, w in ranks), default=0),
+            steps_done=steps,
             data_stall_fraction=stall,
             first_t=min((w.first_t for _, w in ranks), default=0.0),
             last_t=max((w.records[-1].t for _, w in ranks if w.records), default=0.0),

@@ -44,11 +44,11 @@ async def test_rates_progress_and_stall_follow_the_records(stub) -> None:
 
 
 async def test_malformed_records_are_rejected_without_touching_other_jobs(stub) -> None:
-    good = _batch("job-good", 0, range(0, 10), 32, 0.01, 0.0, 10.0, 0.05)
+    good = _batch("job-good", 0, range(0, 10), 32, 0.01, 0.0, 10.0, 0.05, gb=32)
     bad_id = _batch("../job-good", 0, range(0, 10), 32, 0.01, 0.0, 10.0, 0.05, seq=1)
     bad_values = _batch("job-bad", 0, range(0, 3), 32, 0.01, 0.0, 10.0, 0.05, seq=2)
     bad_values.records[1].compute_s = float("nan")
-    backwards = _batch("job-good", 0, range(3, 5), 32, 0.01, 0.0, 10.0, 0.05, seq=3)  # steps already seen
+    backwards = _batch("job-good", 0, range(3, 5), 32, 0.01, 0.0, 10.0, 0.05, seq=3, gb=32)  # steps already seen
     acks = [a async for a in stub.ReportTelemetry(iter([good, bad_id, bad_values, backwards]))]
     assert acks[0].accepted == 10
     assert acks[1].accepted == 0 and "job_id" in acks[1].error
@@ -78,7 +78,7 @@ async def test_progress_survives_a_service_restart_because_counters_are_cumulati
             async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
                 s = pb_grpc.MetricsServiceStub(ch)
                 steps = range(0, 20) if attempt == 0 else range(30, 40)
-                _ = [a async for a in s.ReportTelemetry(iter([_batch("job-r", 0, steps, 32, 0.01, 0, 0.0, 0.1)]))]
+                _ = [a async for a in s.ReportTelemetry(iter([_batch("job-r", 0, steps, 32, 0.01, 0, 0.0, 0.1, gb=32)]))]
                 stats = (await s.GetJobStats(pb.GetJobStatsRequest(job_id="job-r"))).stats
                 assert stats.samples_done == steps[-1] * 32 + 32
         finally:
