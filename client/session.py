@@ -1,0 +1,134 @@
+"""`gpufair.client.init(...)`: one call that joins a training process to gpufair.
+
+    session = gpufair.client.init(job_id="resnet-a", global_batch=256, total_samples=1_281_167 * 90, model="resnet50")
+    loop = session.loop(dataset, num_workers=4)          # replaces DataLoader(..., sampler=DistributedSampler(...))
+    for epoch in range(90):
+        for x, y in loop.epoch(epoch):
+            loop.scale_loss(loss_fn(ddp(x), y)).backward()   # replaces loss.backward()
+            opt.step(); opt.zero_grad()
+    session.close()
+
+Every remote call is best effort: with the control plane down the session
+trains with the split it has (at first the even one) and keeps retrying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import torch.distributed as dist
+
+from gpufair.client.commands import GrpcCommandSource
+from gpufair.client.config import ClientConfig
+from gpufair.client.telemetry import TelemetryReporter
+from gpufair.client.training import ElasticLoop
+from gpufair.common.channels import sync_channel, token_metadata
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Placement:
+    rank: int
+    node: str
+    device_id: str
+    device_type: str
+
+
+def _rank_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _local_device(node: str, rank: int, emulated: Any) -> tuple[str, str]:
+    """(device id, device type) of this rank: emulated, a CUDA GPU's UUID, or the CPU."""
+    if emulated is not None:
+        return emulated.device_id, "emulated"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            return f"GPU-{props.uuid}", props.name.lower().replace(" ", "-")
+    except Exception:  # noqa: BLE001 - no GPU info is fine
+        pass
+    return f"cpu-{node}-{rank}", "cpu"
+
+
+@dataclass
+class Session:
+    """A training process's link to gpufair; build it with `init()`."""
+
+    job_id: str
+    global_batch: int
+    total_samples: int
+    model: str
+    rank: int
+    world_size: int
+    config: ClientConfig
+    placement: Placement
+    emulated: Any = None  # an EmulatedDevice, if this rank uses one
+    registered: bool = False
+    _busy_s: float = 0.0
+    _channels: list[grpc.Channel] = field(default_factory=list)
+    _reporter: TelemetryReporter | None = None
+    _commands: GrpcCommandSource | None = None
+    _loops: list[ElasticLoop] = field(default_factory=list)
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return token_metadata(self.config.token) if not (self.config.tls or self.config.tls_ca) else ()
+
+    def _channel(self, address: str) -> grpc.Channel:
+        ch = sync_channel(address, tls_ca=self.config.tls_ca, tls=self.config.tls, token=self.config.token)
+        self._channels.append(ch)
+        return ch
+
+    @contextlib.contextmanager
+    def compute(self) -> Iterator[None]:
+        """Hold this rank's emulated GPU while computing (a no-op on real GPUs and CPUs)."""
+        if self.emulated is None:
+            yield
+            return
+        with self.emulated.compute():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self._busy_s += time.perf_counter() - t0
+
+    def busy_seconds(self) -> float:
+        return self._busy_s
+
+    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 1, **loader_kwargs: Any) -> ElasticLoop:
+        """This rank's elastic data loading, following the job's split commands."""
+        observers = [self._reporter] if self._reporter else []
+        loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
+                           observers=observers, command_source=self._commands, **loader_kwargs)
+        self._loops.append(loop)
+        return loop
+
+    def close(self) -> None:
+        """Stop telemetry and commands; training state is untouched."""
+        for loop in self._loops:
+            loop.close()
+        if self._reporter:
+            self._reporter.close()
+        for ch in self._channels:
+            ch.close()
+        if self.emulated is not None:
+            self.emulated.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

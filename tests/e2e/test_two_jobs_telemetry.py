@@ -1,0 +1,63 @@
+"""Two real 2-rank gloo jobs stream to a real metrics service; its numbers match the trainers'."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
+from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
+from gpufair.common.config import CommonConfig
+from gpufair.local.launch import launch
+from gpufair.metrics.app import start as start_metrics
+from gpufair.scheduler.app import start_replica
+from gpufair.scheduler.sources import PolicySettings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+async def _wait(job, timeout: float) -> list[int]:
+    return await asyncio.to_thread(job.wait, timeout)
+
+
+async def test_metrics_match_what_two_real_ddp_jobs_measured(tmp_path: Path, etcd_endpoint: str, etcd_root: str) -> None:
+    metrics, _ = await start_metrics(CommonConfig(listen="127.0.0.1:0"))
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr=f"127.0.0.1:{metrics.port}")
+    sched = await start_replica(cfg, PolicySettings("even", 0.5, 0.05))
+    env = dict(os.environ, GPUFAIR_METRICS_ADDR=f"127.0.0.1:{metrics.port}", GPUFAIR_SCHEDULER_ADDR=f"127.0.0.1:{sched.server.port}")
+    jobs = []
+    try:
+        for name, batch in [("job-x", 64), ("job-y", 32)]:
+            jobs.append(launch(name, [str(EXAMPLE), "--job", name, "--global-batch", str(batch), "--epochs", "1", "--dataset-size", "2048",
+                                      "--hidden", "64", "--stats-out", str(tmp_path / name)], 2, tmp_path, env))
+        for job in jobs:
+            codes = await _wait(job, 180)
+            assert codes == [0, 0], job.logs()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{metrics.port}") as ch:
+            stub = mpb_grpc.MetricsServiceStub(ch)
+            for name, batch in [("job-x", 64), ("job-y", 32)]:
+                mine = [json.loads((tmp_path / f"{name}.rank{r}.json").read_text()) for r in range(2)]
+                assert all(m["registered"] for m in mine[:1])
+                stats = (await stub.GetJobStats(mpb.GetJobStatsRequest(job_id=name))).stats
+                steps = mine[0]["steps"]
+                assert steps == 2048 // batch
+                assert stats.steps_done == steps and stats.samples_done == sum(m["samples"] for m in mine) == 2048
+                assert stats.progress == pytest.approx(1.0)
+                for r, m in enumerate(mine):
+                    rs = stats.ranks[r]
+                    assert rs.samples_total == m["samples"] and rs.last_step == steps - 1
+                    # The service's per-sample cost is the trainer's measured compute, up to loop overhead.
+                    assert rs.compute_s_per_sample * m["samples"] == pytest.approx(m["compute_s"], rel=0.5)
+            jobs_seen = {j.job_id for j in (await stub.ListJobStats(mpb.ListJobStatsRequest())).jobs}
+            assert {"job-x", "job-y"} <= jobs_seen
+    finally:
+        for job in jobs:
+            job.kill()
+        await sched.close()
+        await metrics.stop(0)
