@@ -1,0 +1,52 @@
+"""`gpufair`: the admin CLI. Each subcommand lives in its own module with a `register()`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from gpufair import __version__
+
+# Imported lazily by name so one broken or heavy subcommand (torch for `profile`)
+# never slows or breaks the others.
+_COMMANDS = ("status", "admin", "cache", "plan", "sim", "profile")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufair", description="Admin CLI of gpufair, the fair GPU-cluster control plane.")
+    parser.add_argument("--version", action="version", version=f"gpufair {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMANDS:
+        importlib.import_module(f"gpufair.client.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 for usage errors, 0 for --help
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for users
+        from gpufair.common.errors import GpufairError
+
+        if isinstance(exc, GpufairError):
+            print(f"gpufair: {exc}", file=sys.stderr)
+            return 2 if exc.code_name in {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION"} else 1
+        logging.getLogger(__name__).debug("unexpected error", exc_info=True)
+        print(f"gpufair: unexpected error: {exc} (run with -v for details)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

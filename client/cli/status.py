@@ -1,0 +1,81 @@
+"""`gpufair status`: are etcd, S3 and the three services reachable and serving?"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_flag, print_json, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="check etcd, S3 and the metrics, scheduler and cache services")
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds per check (default 2)")
+    add_json_flag(p)
+    p.set_defaults(func=status)
+
+
+def _etcd(endpoint: str, timeout: float) -> tuple[bool, str]:
+    from gpufair.common.etcd import EtcdState
+
+    async def ping() -> bool:
+        state = EtcdState(endpoint, timeout=timeout)
+        try:
+            return await state.ping()
+        finally:
+            await state.close()
+
+    try:
+        return (True, "answers") if asyncio.run(asyncio.wait_for(ping(), timeout + 1)) else (False, "no answer")
+    except (asyncio.TimeoutError, ValueError, OSError) as exc:
+        return False, str(exc) or "timeout"
+
+
+def _s3(endpoint: str, timeout: float) -> tuple[bool, str]:
+    # Any HTTP answer (even 403 for an anonymous request) means the endpoint is up.
+    url = endpoint if "://" in endpoint else f"http://{endpoint}"
+    try:
+        urllib.request.urlopen(url + "/minio/health/live", timeout=timeout)  # noqa: S310 - operator-given endpoint
+        return True, "answers"
+    except urllib.error.HTTPError as exc:
+        return True, f"answers (HTTP {exc.code})"
+    except (urllib.error.URLError, socket.timeout, OSError) as exc:
+        return False, str(getattr(exc, "reason", exc))
+
+
+def _service(ep: Endpoints, address: str, timeout: float) -> tuple[bool, str]:
+    try:
+        with ep.channel(address) as ch:
+            res = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        name = health_pb2.HealthCheckResponse.ServingStatus.Name(res.status)
+        return res.status == health_pb2.HealthCheckResponse.SERVING, name
+    except grpc.RpcError as exc:
+        return False, exc.code().name if hasattr(exc, "code") else "error"
+
+
+def status(args: argparse.Namespace) -> int:
+    ep = Endpoints.from_env()
+    checks = [
+        ("etcd", ep.etcd, lambda: _etcd(ep.etcd, args.timeout)),
+        ("s3", ep.s3, lambda: _s3(ep.s3, args.timeout)),
+        ("metrics", ep.metrics, lambda: _service(ep, ep.metrics, args.timeout)),
+        ("scheduler", ep.scheduler, lambda: _service(ep, ep.scheduler, args.timeout)),
+        ("cache", ep.cache, lambda: _service(ep, ep.cache, args.timeout)),
+    ]
+    results = []
+    for name, address, check in checks:
+        t0 = time.perf_counter()
+        ok, detail = check()
+        results.append({"component": name, "address": address, "ok": ok, "detail": detail, "ms": round((time.perf_counter() - t0) * 1000, 1)})
+    if args.json:
+        print_json({"ok": all(r["ok"] for r in results), "components": results})
+    else:
+        print(table(["COMPONENT", "ADDRESS", "OK", "DETAIL"], [[r["component"], r["address"], "yes" if r["ok"] else "NO", r["detail"]] for r in results]))
+    return EXIT_OK if all(r["ok"] for r in results) else EXIT_FAIL
