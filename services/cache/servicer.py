@@ -1,0 +1,88 @@
+"""CacheService: protobuf <-> NodeCache / PipelineRunner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from gpufair.api.cache.v1 import cache_service_pb2 as pb
+from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
+from gpufair.cache.node.cache import NodeCache
+from gpufair.cache.node.status import EntryState, EntryStatus
+from gpufair.cache.pipelines import PipelineRunner, Run
+from gpufair.common.errors import InvalidArgument
+
+_STATE = {EntryState.ABSENT: pb.ENTRY_STATE_ABSENT, EntryState.FETCHING: pb.ENTRY_STATE_FETCHING,
+          EntryState.CACHED: pb.ENTRY_STATE_CACHED, EntryState.FAILED: pb.ENTRY_STATE_FAILED}
+MAX_WAIT_S = 3600.0
+
+
+def entry_to_pb(s: EntryStatus, node: str) -> pb.Entry:
+    done = s.progress.done_bytes if s.progress else (s.size_bytes if s.state is EntryState.CACHED else 0)
+    total = s.progress.total_bytes if s.progress and s.progress.total_bytes else s.size_bytes
+    return pb.Entry(uri=s.uri, state=_STATE[s.state], local_path=s.path or "", bytes_done=done, bytes_total=total,
+                    last_used_unix_s=s.last_use, pinned=s.pinned, error=s.reason, node=node)
+
+
+def plan_to_pb(run: Run, cache: NodeCache, node: str) -> pb.Plan:
+    doc = run.plan.to_json()
+    out = pb.Plan(run_id=run.run_id, format=doc["format"], pipeline_name=doc.get("name") or "",
+                  unresolved=[u.get("reason", str(u)) if isinstance(u, dict) else str(u) for u in doc["unresolved"]])
+    for s in doc["steps"]:
+        out.steps.append(pb.PlannedStep(name=s["name"], depends_on=s["depends_on"], datasets=s["datasets"], gpus=int(s["gpus"] or 0),
+                                        predicted_start_s=s["predicted_start_s"], predicted_duration_s=s["duration_s"],
+                                        node_selector={str(h): "" for h in s.get("node_hints", [])}))
+    for d in doc["datasets"]:
+        item = pb.PlannedDataset(uri=d["uri"], consumers=d["consumers"], size_bytes=int(d["size_bytes"] or 0),
+                                 prefetch_start_s=d["prefetch_start_s"] or 0.0, deadline_s=d["deadline_s"] or 0.0,
+                                 fetchable=bool(d["fetchable"]), note=d["reason"] or ("" if d["status"] == "scheduled" else d["status"]))
+        if d["fetchable"]:
+            try:
+                item.entry.CopyFrom(entry_to_pb(cache.status(d["uri"]), node))
+            except InvalidArgument:
+                pass
+        out.datasets.append(item)
+    return out
+
+
+class CacheServicer(pb_grpc.CacheServiceServicer):
+    def __init__(self, cache: NodeCache, runner: PipelineRunner, node: str) -> None:
+        self._cache, self._runner, self._node = cache, runner, node
+
+    async def Prefetch(self, request: pb.PrefetchRequest, context: grpc.aio.ServicerContext) -> pb.PrefetchResponse:
+        deadline = request.deadline_unix_s or None
+        status = await self._cache.prefetch(request.uri, priority=request.priority, deadline=deadline, pin_owner=request.pin_owner or None)
+        return pb.PrefetchResponse(entry=entry_to_pb(status, self._node))
+
+    async def Resolve(self, request: pb.ResolveRequest, context: grpc.aio.ServicerContext) -> pb.ResolveResponse:
+        if not 0 <= request.wait_s <= MAX_WAIT_S:
+            raise InvalidArgument(f"wait_s={request.wait_s} must be in [0, {MAX_WAIT_S:g}]")
+        if request.fetch or request.wait_s > 0:
+            status = await self._cache.resolve(request.uri, wait=request.wait_s > 0, timeout=request.wait_s or None)
+        else:
+            status = self._cache.status(request.uri)
+        return pb.ResolveResponse(entry=entry_to_pb(status, self._node))
+
+    async def ReadObject(self, request: pb.ReadObjectRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ReadObjectResponse]:
+        offset = 0
+        async for chunk in self._cache.stream(request.uri):
+            yield pb.ReadObjectResponse(data=chunk, offset=offset)
+            offset += len(chunk)
+
+    async def ListEntries(self, request: pb.ListEntriesRequest, context: grpc.aio.ServicerContext) -> pb.ListEntriesResponse:
+        used, capacity = self._cache.usage()
+        return pb.ListEntriesResponse(entries=[entry_to_pb(s, self._node) for s in self._cache.list()], capacity_bytes=capacity, used_bytes=used)
+
+    async def EvictEntry(self, request: pb.EvictEntryRequest, context: grpc.aio.ServicerContext) -> pb.EvictEntryResponse:
+        last = await self._cache.evict(request.uri, force=request.force)
+        return pb.EvictEntryResponse(evicted=True, freed_bytes=last.size_bytes)
+
+    async def SubmitPipeline(self, request: pb.SubmitPipelineRequest, context: grpc.aio.ServicerContext) -> pb.SubmitPipelineResponse:
+        run = await self._runner.submit(request.yaml, request.source, request.run_id, request.start_prefetch)
+        await asyncio.sleep(0)  # let prefetches due now start, so the plan shows them
+        return pb.SubmitPipelineResponse(plan=plan_to_pb(run, self._cache, self._node))
+
+    async def GetPlan(self, request: pb.GetPlanRequest, context: grpc.aio.ServicerContext) -> pb.GetPlanResponse:
+        return pb.GetPlanResponse(plan=plan_to_pb(self._runner.get(request.run_id), self._cache, self._node))

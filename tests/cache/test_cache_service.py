@@ -1,0 +1,114 @@
+"""The cache service over real gRPC, with a real S3 endpoint and real etcd."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gpufair.api.cache.v1 import cache_service_pb2 as pb
+from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
+from gpufair.cache.app import start_node
+from gpufair.cache.node.config import NodeCacheConfig
+from gpufair.common.config import CommonConfig
+from gpufair.common.etcd import EtcdState
+from gpufair.common.keys import Keys
+
+PIPELINE = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {{generateName: train-pipeline-}}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {{name: preprocess, template: prep}}
+      - {{name: train, template: train, dependencies: [preprocess]}}
+  - name: prep
+    container: {{image: python:3.11, args: ["--data", "s3://{bucket}/raw/"]}}
+  - name: train
+    container:
+      image: trainer:1
+      args: ["--data", "s3://{bucket}/train.bin"]
+      resources: {{limits: {{nvidia.com/gpu: 2}}}}
+"""
+
+
+@pytest.fixture
+async def node(tmp_path: Path, s3_server, etcd_endpoint: str, etcd_root: str):
+    cfg = NodeCacheConfig(cache_dir=tmp_path / "cache", capacity_bytes=8 << 20, node="node-a", s3_endpoint=s3_server.endpoint,
+                          s3_access_key=s3_server.access_key, s3_secret_key=s3_server.secret_key)
+    n = await start_node(CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root), cfg)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{n.server.port}") as ch:
+        yield pb_grpc.CacheServiceStub(ch)
+    await n.close()
+
+
+@pytest.fixture
+def bucket(s3_client) -> str:
+    name = f"data-{uuid.uuid4().hex[:8]}"
+    s3_client.make_bucket(name)
+    s3_client.put_object(name, "train.bin", io.BytesIO(b"x" * 300_000), 300_000)
+    for i in range(3):
+        s3_client.put_object(name, f"raw/part-{i}.csv", io.BytesIO(b"a,b\n" * (i + 1)), 4 * (i + 1))
+    return name
+
+
+async def test_prefetch_resolve_list_read_and_evict(node, bucket: str) -> None:
+    uri = f"s3://{bucket}/train.bin"
+    await node.Prefetch(pb.PrefetchRequest(uri=uri))
+    res = (await node.Resolve(pb.ResolveRequest(uri=uri, wait_s=30))).entry
+    assert res.state == pb.ENTRY_STATE_CACHED and Path(res.local_path).read_bytes() == b"x" * 300_000
+    assert res.bytes_total == 300_000 and res.node == "node-a"
+    chunks = [c async for c in node.ReadObject(pb.ReadObjectRequest(uri=uri))]
+    assert b"".join(c.data for c in chunks) == b"x" * 300_000
+    listing = await node.ListEntries(pb.ListEntriesRequest())
+    assert [e.uri for e in listing.entries] == [uri] and listing.used_bytes >= 300_000
+    ev = await node.EvictEntry(pb.EvictEntryRequest(uri=uri))
+    assert ev.evicted and ev.freed_bytes == 300_000 and not Path(res.local_path).exists()
+
+
+async def test_bad_uris_and_arguments_get_clear_statuses(node) -> None:
+    for uri, code in [("gs://b/k", grpc.StatusCode.FAILED_PRECONDITION), ("ftp://x", grpc.StatusCode.INVALID_ARGUMENT),
+                      ("s3://no-such-bucket-zz/k", grpc.StatusCode.NOT_FOUND)]:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await node.Resolve(pb.ResolveRequest(uri=uri, wait_s=5))
+        assert err.value.code() == code, (uri, err.value.details())
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await node.Resolve(pb.ResolveRequest(uri="s3://b/k", wait_s=-1))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_submitted_pipeline_is_planned_pinned_prefetched_and_stored(node, bucket: str, etcd_endpoint: str, etcd_root: str) -> None:
+    res = await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=PIPELINE.format(bucket=bucket), source="p.yaml", run_id="run-1",
+                                                             start_prefetch=True))
+    plan = res.plan
+    assert plan.format.startswith("argo") and [s.name for s in plan.steps] == ["preprocess", "train"]
+    train = plan.steps[1]
+    assert train.gpus == 2 and list(train.depends_on) == ["preprocess"] and train.predicted_start_s > 0
+    sizes = {d.uri: d.size_bytes for d in plan.datasets}
+    assert sizes == {f"s3://{bucket}/raw/": 4 + 8 + 12, f"s3://{bucket}/train.bin": 300_000}
+    for d in plan.datasets:
+        entry = (await node.Resolve(pb.ResolveRequest(uri=d.uri, wait_s=30))).entry
+        assert entry.state == pb.ENTRY_STATE_CACHED and entry.pinned
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await node.EvictEntry(pb.EvictEntryRequest(uri=f"s3://{bucket}/train.bin"))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "pinned" in err.value.details()
+    assert (await node.GetPlan(pb.GetPlanRequest(run_id="run-1"))).plan.run_id == "run-1"
+    state = EtcdState(etcd_endpoint)
+    try:
+        stored = await state.get(Keys(etcd_root).pipeline_plan("run-1"))
+        assert stored is not None and {s["name"] for s in stored.value["plan"]["steps"]} == {"preprocess", "train"}
+    finally:
+        await state.close()
+
+
+async def test_malformed_pipeline_is_invalid_argument_with_location(node) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml="kind: Workflow\nspec: [1, 2\n", source="bad.yaml"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "bad.yaml" in err.value.details()
