@@ -28,8 +28,8 @@ def _all_placements(mine: Placement, world: int) -> list[Placement]:
     return [mine]
 
 
-def _register(session: Session, placements: list[Placement], max_batch: int) -> None:
-    spec = spb.JobSpec(job_id=session.job_id, model=session.model, global_batch=session.global_batch, total_samples=session.total_samples,
+def _register(session: Session, placements: list[Placement], max_batch: int, exclusive_rate: float) -> None:
+    spec = spb.JobSpec(job_id=session.job_id, model=session.model, global_batch=session.global_batch, total_samples=session.total_samples, exclusive_samples_per_s=exclusive_rate,
                        ranks=[spb.RankPlacement(rank=p.rank, node=p.node, device_id=p.device_id, device_type=p.device_type, max_batch=max_batch)
                               for p in placements])
     stub = spb_grpc.SchedulerServiceStub(session._channel(session.config.scheduler_addr))
@@ -47,10 +47,12 @@ def _register(session: Session, placements: list[Placement], max_batch: int) -> 
 
 def init(job_id: str, global_batch: int, *, model: str, total_samples: int | None = None, epochs: float | None = None,
          dataset_size: int | None = None, emulated_device: Any = None, register: bool = True, max_batch: int = 0,
+         exclusive_rate: float = 0.0,
          config: ClientConfig | None = None) -> Session:
     """Join this training process to gpufair (every rank calls it, after init_process_group).
 
-    Total work is `total_samples`, or `epochs * dataset_size`. Raises
+    Total work is `total_samples`, or `epochs * dataset_size`. `exclusive_rate`
+    (samples/s with the GPUs to itself) overrides the profile store's estimate. Raises
     InvalidArgument only for arguments that are wrong; never for the control
     plane being down.
     """
@@ -69,7 +71,7 @@ def init(job_id: str, global_batch: int, *, model: str, total_samples: int | Non
     if not cfg.enabled:
         return session
     if register and rank == 0:
-        _register(session, placements, max_batch)
+        _register(session, placements, max_batch, exclusive_rate)
     if world > 1 and dist.is_available() and dist.is_initialized():
         dist.barrier()  # the job exists before any rank opens its command stream
     busy = session.busy_seconds if emulated_device is not None else None

@@ -108,7 +108,7 @@ class Session:
     def busy_seconds(self) -> float:
         return self._busy_s
 
-    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 1, **loader_kwargs: Any) -> ElasticLoop:
+    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, **loader_kwargs: Any) -> ElasticLoop:
         """This rank's elastic data loading, following the job's split commands."""
         observers = [self._reporter] if self._reporter else []
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,

@@ -1,0 +1,98 @@
+"""Dataset resolution: a node-local path for an `s3://` / `minio://` dataset URI.
+
+Asks this node's cache service first (it may already hold the dataset because
+the pipeline planner prefetched it). Without a cache service it downloads the
+dataset straight from S3 into a local directory, the way a trainer would have
+without gpufair. Never leaves a partial download visible.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+import grpc
+
+from gpufair.api.cache.v1 import cache_service_pb2 as pb
+from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
+from gpufair.client.config import ClientConfig
+from gpufair.common.channels import sync_channel, token_metadata
+from gpufair.common.errors import FailedPrecondition, InvalidArgument, Unavailable
+
+logger = logging.getLogger(__name__)
+
+
+def _split(uri: str) -> tuple[str, str]:
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme not in ("s3", "minio"):
+        raise InvalidArgument(f"{uri!r}: only s3:// and minio:// dataset URIs can be resolved")
+    bucket, _, key = rest.partition("/")
+    if not bucket or ".." in PurePosixPath(key).parts:
+        raise InvalidArgument(f"{uri!r}: want s3://bucket/key or s3://bucket/prefix/")
+    return bucket, key
+
+
+def _from_cache(uri: str, cfg: ClientConfig, wait_s: float) -> Path | None:
+    try:
+        with sync_channel(cfg.cache_addr, tls_ca=cfg.tls_ca, tls=cfg.tls, token=cfg.token) as ch:
+            res = pb_grpc.CacheServiceStub(ch).Resolve(pb.ResolveRequest(uri=uri, fetch=True, wait_s=wait_s),
+                                                       metadata=token_metadata(cfg.token), timeout=wait_s + 10)
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND):
+            raise InvalidArgument(f"{uri}: {exc.details()}") from None
+        logger.info("cache service unavailable (%s); reading %s from S3", code, uri)
+        return None
+    if res.entry.state == pb.ENTRY_STATE_CACHED and res.entry.local_path:
+        return Path(res.entry.local_path)
+    logger.info("cache has %s in state %d (%s); reading from S3", uri, res.entry.state, res.entry.error)
+    return None
+
+
+def _from_s3(uri: str, dest_root: Path) -> Path:
+    from minio import Minio
+    from minio.error import S3Error
+
+    bucket, key = _split(uri)
+    e = os.environ
+    client = Minio(e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"), access_key=e.get("GPUFAIR_S3_ACCESS_KEY", ""),
+                   secret_key=e.get("GPUFAIR_S3_SECRET_KEY", ""), secure=e.get("GPUFAIR_S3_SECURE", "").lower() in {"1", "true"})
+    dest_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=dest_root))
+    try:
+        if key and not key.endswith("/"):
+            target = staging / PurePosixPath(key).name
+            client.fget_object(bucket, key, str(target))
+        else:
+            for obj in client.list_objects(bucket, prefix=key or None, recursive=True):
+                rel = PurePosixPath(obj.object_name[len(key):])
+                if obj.is_dir or ".." in rel.parts:
+                    continue
+                client.fget_object(bucket, obj.object_name, str(staging / rel))
+        final = dest_root / f"{bucket}-{key.strip('/').replace('/', '_') or 'root'}"
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    except S3Error as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise FailedPrecondition(f"{uri}: S3 refused the read ({exc.code})") from None
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise Unavailable(f"{uri}: S3 endpoint unreachable ({exc})") from None
+    return final / PurePosixPath(key).name if key and not key.endswith("/") else final
+
+
+def resolve_dataset(uri: str, *, wait_s: float = 300.0, fallback_dir: str | os.PathLike[str] | None = None,
+                    config: ClientConfig | None = None) -> Path:
+    """A local file or directory holding `uri`'s data: from the cache service, else S3 directly."""
+    _split(uri)
+    cfg = config or ClientConfig.from_env()
+    if cfg.enabled:
+        path = _from_cache(uri, cfg, wait_s)
+        if path is not None:
+            return path
+    root = Path(fallback_dir or os.environ.get("GPUFAIR_FALLBACK_DIR", tempfile.gettempdir())) / "gpufair-direct"
+    return _from_s3(uri, root)

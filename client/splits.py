@@ -1,0 +1,292 @@
+"""Split agreement: every rank switches to a new per-rank split at the same step.
+
+Split commands (version, apply_step, split) reach each rank's command thread
+independently: at different times, only on some ranks, or after apply_step
+has passed. Mechanism:
+
+* `offer(command)` (any thread) validates the command and keeps it as this
+  rank's pending command if its version is newer than anything known.
+  Malformed commands are logged and counted, never raised.
+* Every `every` steps (the *agreement steps*) all ranks exchange one tiny
+  all-gather of (version, apply_step, answered_through, split...) rows. The
+  newest version known to *any* rank wins (ties: lowest rank), so a command
+  that reached only rank 1 still applies everywhere.
+* The winner takes effect at max(apply_step, agreement step, 1 + the highest
+  step any rank had asked `split_for_step` about when it sent its row). Every
+  rank computes the same step from the same rows, so they switch together; a
+  late command applies at the agreement step (or the first step no rank had
+  loaded yet), and a split already handed to a prefetching DataLoader is never
+  revised.
+* No command (control plane unreachable) means the split in force stays. A
+  failed exchange (a peer died) freezes the split in force; nothing raises.
+
+The exchange overlaps with compute: `launch(step)` starts the all-gather for
+agreement step `step` (the training loop calls it right after fetching the
+batch of step-1), and it completes at `complete()` or as soon as
+`split_for_step` is asked about a step this rank had not answered at launch,
+whichever comes first. Every rank has launched it by then, so waiting cannot
+deadlock. `sync(step)` is launch + complete. `offer` is the only method meant
+for other threads; the rest belong to the training thread.
+
+The all-gather goes through an `Exchanger`, so the logic is tested without
+processes; `TorchExchanger` is the torch.distributed one (gloo, CPU tensors).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+
+from gpufair.client.sampler import check_split
+from gpufair.common.errors import GpufairError, InvalidArgument
+
+logger = logging.getLogger(__name__)
+
+_NONE = -1  # version in a gathered row when the rank has nothing pending
+
+
+@dataclass(frozen=True)
+class SplitCommand:
+    """Per-rank batch sizes `split`, version `version`, to apply at global step `apply_step`."""
+
+    version: int
+    apply_step: int
+    split: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScheduledSplit:
+    """A split in force from global step `effective_step` on."""
+
+    effective_step: int
+    version: int
+    split: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AgreementStats:
+    """Counters for telemetry: what was offered and what was agreed."""
+
+    accepted: int  # offers kept as pending
+    ignored: int  # offers not newer than a known version
+    rejected: int  # malformed offers
+    agreements: int  # collectives done
+    version: int  # newest agreed version
+
+
+#: Waits for a started all-gather and returns one row per rank, in rank order.
+GatherResult = Callable[[], list[list[int]]]
+
+
+class Exchanger(Protocol):
+    """Starts an all-gather of one equal-length int row per rank."""
+
+    def start_all_gather(self, row: Sequence[int]) -> GatherResult: ...
+
+
+class LocalExchanger:
+    """The exchanger of a one-rank job: nothing to exchange."""
+
+    def start_all_gather(self, row: Sequence[int]) -> GatherResult:
+        rows = [list(row)]
+        return lambda: rows
+
+
+class TorchExchanger:
+    """Asynchronous all-gather over a gloo process group, on CPU int64 tensors.
+
+    `create()` makes a dedicated gloo group so control traffic never queues
+    behind (or interleaves with) DDP's gradient all-reduces, whatever the
+    main backend; it is a collective: every rank must call it at the same point.
+    """
+
+    def __init__(self, group: dist.ProcessGroup | None, world_size: int) -> None:
+        self._group = group
+        self._world_size = world_size
+
+    @classmethod
+    def create(cls) -> TorchExchanger:
+        """An exchanger beside the initialised default process group."""
+        return cls(dist.new_group(backend="gloo"), dist.get_world_size())
+
+    def start_all_gather(self, row: Sequence[int]) -> GatherResult:
+        mine = torch.tensor(list(row), dtype=torch.int64)
+        out = [torch.empty_like(mine) for _ in range(self._world_size)]
+        work = dist.all_gather(out, mine, group=self._group, async_op=True)
+
+        def result() -> list[list[int]]:
+            work.wait()
+            return [t.tolist() for t in out]
+
+        return result
+
+
+@dataclass
+class _InFlight:
+    step: int
+    answered: int  # this rank's answered_through when it sent its row
+    result: GatherResult
+
+
+class SplitAgreement:
+    """Decides, identically on every rank, which split is in force at each step."""
+
+    def __init__(
+        self,
+        initial_split: Sequence[int],
+        global_batch_size: int,
+        *,
+        world_size: int,
+        exchanger: Exchanger,
+        every: int = 1,
+        initial_version: int = 0,
+    ) -> None:
+        if every < 1:
+            raise InvalidArgument(f"agreement interval must be >= 1 step, got {every}")
+        self.world_size = world_size
+        self.global_batch_size = global_batch_size
+        self.every = every
+        self._exchanger = exchanger
+        first = ScheduledSplit(0, initial_version, check_split(initial_split, world_size, global_batch_size))
+        self._schedule: list[ScheduledSplit] = [first]
+        self._starts: list[int] = [0]
+        self._agreed_version = initial_version
+        self._pending: SplitCommand | None = None
+        self._answered = -1  # highest step split_for_step has answered
+        self._lock = threading.Lock()
+        self._inflight: _InFlight | None = None
+        self._failed = False
+        self._counts = {"accepted": 0, "ignored": 0, "rejected": 0, "agreements": 0}
+
+    def offer(self, command: SplitCommand) -> bool:
+        """Hand over a command from any thread; True if kept as pending. Never raises."""
+        try:
+            checked = self._validate(command)
+        except GpufairError as exc:
+            return self._count("rejected", False, "split command rejected: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - a command must never break training
+            return self._count("rejected", False, "split command rejected: %r", exc)
+        with self._lock:
+            newest = max(self._agreed_version, self._pending.version if self._pending else _NONE)
+            if checked.version <= newest:
+                self._counts["ignored"] += 1
+                logger.debug("split command version %d ignored (have %d)", checked.version, newest)
+                return False
+            self._pending = checked
+            self._counts["accepted"] += 1
+        return True
+
+    def launch(self, step: int) -> None:
+        """Start the exchange of agreement step `step` (no-op at other steps)."""
+        if step % self.every or self._failed:
+            return
+        self.complete()
+        with self._lock:
+            pending, answered = self._pending, self._answered
+        if pending is not None and pending.version > self._agreed_version:
+            row = [pending.version, pending.apply_step, answered, *pending.split]
+        else:
+            row = [_NONE, 0, answered, *([0] * self.world_size)]
+        try:
+            self._inflight = _InFlight(step, answered, self._exchanger.start_all_gather(row))
+        except Exception:  # noqa: BLE001 - never into the training loop
+            self._fail()
+
+    def complete(self) -> ScheduledSplit | None:
+        """Finish the exchange in flight, if any; returns the split it scheduled."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return None
+        try:
+            rows = inflight.result()
+        except Exception:  # noqa: BLE001 - never into the training loop
+            self._fail()
+            return None
+        with self._lock:
+            self._counts["agreements"] += 1
+            return self._decide(inflight.step, rows)
+
+    def sync(self, step: int) -> ScheduledSplit | None:
+        """Launch and complete the exchange of `step` (blocking form)."""
+        self.launch(step)
+        return self.complete()
+
+    def split_for_step(self, step: int) -> tuple[int, ...]:
+        """The split in force at global `step`; once answered it never changes."""
+        return self.entry_for_step(step).split
+
+    def entry_for_step(self, step: int) -> ScheduledSplit:
+        """The schedule entry (version, split) in force at global `step`."""
+        inflight = self._inflight
+        if inflight is not None and step > inflight.answered:
+            self.complete()  # its outcome may apply from this step on
+        with self._lock:
+            if step > self._answered:
+                self._answered = step
+            index = bisect.bisect_right(self._starts, step) - 1
+            return self._schedule[max(index, 0)]
+
+    @property
+    def schedule(self) -> tuple[ScheduledSplit, ...]:
+        with self._lock:
+            return tuple(self._schedule)
+
+    def stats(self) -> AgreementStats:
+        """A snapshot of the counters."""
+        with self._lock:
+            return AgreementStats(version=self._agreed_version, **self._counts)
+
+    def _validate(self, command: SplitCommand) -> SplitCommand:
+        version, apply_step = command.version, command.apply_step
+        if not isinstance(version, int) or version < 0:
+            raise InvalidArgument(f"version must be an integer >= 0, got {version!r}")
+        if not isinstance(apply_step, int) or apply_step < 0:
+            raise InvalidArgument(f"apply_step must be an integer >= 0, got {apply_step!r}")
+        split = check_split(command.split, self.world_size, self.global_batch_size)
+        return SplitCommand(version, apply_step, split)
+
+    def _decide(self, step: int, rows: list[list[int]]) -> ScheduledSplit | None:
+        # Runs identically on every rank over identical rows: no rank-local input.
+        best = max(range(len(rows)), key=lambda r: (rows[r][0], -r))
+        version, apply_step = rows[best][0], rows[best][1]
+        if version <= self._agreed_version:
+            return None
+        try:
+            split = check_split(rows[best][3:], self.world_size, self.global_batch_size)
+        except InvalidArgument as exc:
+            self._counts["rejected"] += 1
+            logger.warning("agreed split command rejected: %s", exc)
+            return None
+        answered = max(r[2] for r in rows)
+        effective = max(apply_step, step, answered + 1)
+        if self._answered >= effective:
+            # Only if split_for_step runs on another thread during sync (unsupported).
+            logger.error("step %d was handed out during an agreement; ranks may disagree", effective)
+        # A newer command supersedes older ones not yet in force.
+        keep = bisect.bisect_left(self._starts, effective)
+        del self._schedule[keep:], self._starts[keep:]
+        entry = ScheduledSplit(effective, version, split)
+        self._schedule.append(entry)
+        self._starts.append(effective)
+        self._agreed_version = version
+        if self._pending is not None and self._pending.version <= version:
+            self._pending = None
+        logger.info("split version %d %s scheduled at step %d", version, split, effective)
+        return entry
+
+    def _fail(self) -> None:
+        self._failed = True
+        logger.exception("split agreement failed; keeping the split in force from now on")
+
+    def _count(self, name: str, result: bool, message: str, *args: object) -> bool:
+        with self._lock:
+            self._counts[name] += 1
+        logger.warning(message, *args)
+        return result

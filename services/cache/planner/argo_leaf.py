@@ -1,0 +1,74 @@
+"""An Argo leaf template (container, script, resource...): GPUs, hints, data."""
+
+from __future__ import annotations
+
+from gpufair.cache.planner.argo_text import Scope, resolve
+from gpufair.cache.planner.doc import Node
+from gpufair.cache.planner.graph import GraphBuilder, looks_like_data
+from gpufair.cache.planner.model import Val
+from gpufair.cache.planner.platform import k8s_gpus, k8s_hints
+
+
+def _texts(container: Node) -> list[Node]:
+    nodes = list(container.get("command").elements()) + list(container.get("args").elements())
+    nodes += [e.get("value") for e in container.get("env").elements()]
+    if not container.get("source").missing:
+        nodes.append(container.get("source"))
+    return [n for n in nodes if isinstance(n.value, str)]
+
+
+def scan_text(b: GraphBuilder, key: str, node: Node, scope: Scope, endpoints: dict[str, str]) -> None:
+    """Datasets in one argument: known renderings, and unknown data inputs."""
+    resolved = resolve(node.value, scope, node.path)
+    for text, origin in resolved.options:
+        b.use_text_values(key, text, origin)
+    for expr, val in resolved.unknowns:
+        name = expr.rsplit(".", 1)[-1]
+        if val.produced_by is None and val.unknown and (
+            expr.startswith("inputs.artifacts.") or looks_like_data(name)
+        ):
+            b.note(node.path, val.unknown, key)
+
+
+def containers(tmpl: Node) -> list[Node]:
+    """The containers a template runs (one, or those of a containerSet)."""
+    for field in ("container", "script"):
+        if not tmpl.get(field).missing:
+            return [tmpl.get(field)]
+    return list(tmpl.get("containerSet").get("containers").elements())
+
+
+def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: dict[str, str],
+              volumes: dict[str, str], spec: Node) -> None:
+    """Record a leaf's GPUs, placement hints, PVC mounts and datasets."""
+    for c in containers(tmpl):
+        count, accel = k8s_gpus(b, key, c.get("resources"))
+        if count:
+            b.add_gpus(key, count, accel)
+        for node in _texts(c):
+            scan_text(b, key, node, scope, endpoints)
+        for mount in c.get("volumeMounts").elements():
+            claim = volumes.get(mount.get("name").text() or "")
+            if claim:
+                b.add_hint(key, f"pvc {claim} at {mount.get('mountPath').text()}")
+                b.consume(key, f"pvc://{claim}", mount.path)
+    for source in (spec, tmpl):
+        for hint in k8s_hints(source.get("nodeSelector"), source.get("tolerations"), source.get("affinity")):
+            b.add_hint(key, hint)
+    for name, val in scope.items():
+        if name.startswith("inputs.artifacts."):
+            _use_artifact(b, key, tmpl, name, val, endpoints)
+
+
+def _use_artifact(b: GraphBuilder, key: str, tmpl: Node, name: str, val: Val, endpoints: dict[str, str]) -> None:
+    where = f"{tmpl.path}.inputs.artifacts.{name[len('inputs.artifacts.'):]}"
+    if val.produced_by is not None:
+        return
+    if not val.known:
+        b.note(where, val.unknown or "unknown", key)
+        return
+    for uri, origin in val.options:
+        if isinstance(uri, str) and uri:
+            b.use_text_values(key, uri, origin)
+            if uri in endpoints:
+                b.consume(key, uri, origin, endpoints[uri])

@@ -1,0 +1,142 @@
+"""Collects steps, dataset uses and unresolved notes while a parser walks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufair.cache.planner.doc import Node
+from gpufair.cache.planner.model import Dataset, Pipeline, Step, Unresolved, Val
+from gpufair.cache.planner.uris import classify, scheme_of, strings_in, uris_in_text
+
+#: Parameter names that probably carry a dataset location.
+_DATA_NAME = re.compile(r"uri|url|path|data|bucket|location|source|src|prefix|dir|file", re.I)
+
+DEFAULT_MAX_STEPS = 5_000
+
+
+def looks_like_data(name: str) -> bool:
+    """True if a parameter called `name` probably holds a dataset location."""
+    return bool(_DATA_NAME.search(name))
+
+
+@dataclass
+class _DatasetDraft:
+    consumers: dict[str, None] = field(default_factory=dict)
+    origins: dict[str, None] = field(default_factory=dict)
+    endpoint: str | None = None
+
+
+@dataclass
+class _StepDraft:
+    step: Step
+    datasets: dict[str, None] = field(default_factory=dict)
+    hints: dict[str, None] = field(default_factory=dict)
+    gpus: int = 0
+    accelerator: str | None = None
+
+
+class GraphBuilder:
+    """Mutable accumulator owned by one parse; `build()` freezes it."""
+
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        self.max_steps = max_steps
+        self._steps: dict[str, _StepDraft] = {}
+        self._datasets: dict[str, _DatasetDraft] = {}
+        self._unresolved: dict[tuple[str | None, str, str], None] = {}
+
+    def add_step(self, at: Node, step: Step) -> None:
+        """Add a step after all of its dependencies (keeps dependency order)."""
+        if step.name in self._steps:
+            raise at.error(f"duplicate step name '{step.name}'")
+        if len(self._steps) >= self.max_steps:
+            raise at.error(f"more than {self.max_steps} steps (templates nested too deep?)")
+        for dep in step.depends_on:
+            if dep not in self._steps:
+                raise at.error(f"step '{step.name}' depends on unknown step '{dep}'")
+        self._steps[step.name] = _StepDraft(step)
+
+    def has_step(self, name: str) -> bool:
+        return name in self._steps
+
+    def declare(self, uri: str, origin: str, endpoint: str | None = None) -> None:
+        """Record a dataset URI seen at `origin`, consumed or not."""
+        draft = self._datasets.setdefault(uri, _DatasetDraft())
+        draft.origins.setdefault(origin)
+        if endpoint and not draft.endpoint:
+            draft.endpoint = endpoint
+
+    def consume(self, step: str, uri: str, origin: str, endpoint: str | None = None) -> None:
+        """Record that `step` reads dataset `uri`."""
+        self.declare(uri, origin, endpoint)
+        self._datasets[uri].consumers.setdefault(step)
+        self._steps[step].datasets.setdefault(uri)
+
+    def note(self, where: str, reason: str, step: str | None = None) -> None:
+        """Report something that could not be resolved from the file."""
+        self._unresolved.setdefault((step, where, reason))
+
+    def use_value(self, step: str | None, val: Val, where: str, name: str, typed: bool = False) -> None:
+        """Record the URIs in a value flowing into `step`, or why it is unknown.
+
+        `typed` means the value is a dataset location for sure (an importer
+        URI, an artifact); otherwise an unknown value is only reported when
+        its name suggests data.
+        """
+        if val.produced_by is not None:
+            return  # an intermediate artifact, made by the pipeline itself
+        if val.unknown is not None:
+            if typed or looks_like_data(name):
+                self.note(where, val.unknown, step)
+            return
+        for value, origin in val.options:
+            self.use_text_values(step, value, origin)
+
+    def use_text_values(self, step: str | None, value: Any, origin: str) -> None:
+        """Find URIs in every string of `value`; record them for `step`."""
+        for text in strings_in(value):
+            uris, partial = uris_in_text(text)
+            for uri in uris:
+                if step is None:
+                    self.declare(uri, origin)
+                else:
+                    self.consume(step, uri, origin)
+            for prefix in partial:
+                self.note(origin, f"URI '{prefix}' is completed by a value known only at run time", step)
+
+    def add_gpus(self, step: str, count: int, accelerator: str | None) -> None:
+        draft = self._steps[step]
+        draft.gpus += count
+        draft.accelerator = draft.accelerator or accelerator
+
+    def add_hint(self, step: str, hint: str) -> None:
+        self._steps[step].hints.setdefault(hint)
+
+    def build(self, name: str, fmt: str, source: str, parameters: dict[str, Any]) -> Pipeline:
+        """Freeze everything into a Pipeline."""
+        steps = tuple(
+            _finish_step(d) for d in self._steps.values()
+        )
+        datasets = tuple(
+            _finish_dataset(uri, d) for uri, d in sorted(self._datasets.items())
+        )
+        unresolved = tuple(Unresolved(where, reason, step) for step, where, reason in self._unresolved)
+        return Pipeline(name, fmt, source, steps, datasets, unresolved, tuple(parameters.items()))
+
+
+def _finish_step(draft: _StepDraft) -> Step:
+    s = draft.step
+    return Step(
+        name=s.name, kind=s.kind, template=s.template, depends_on=s.depends_on,
+        datasets=tuple(draft.datasets), gpus=draft.gpus, accelerator=draft.accelerator,
+        node_hints=tuple(draft.hints), condition=s.condition, loop=s.loop, parent=s.parent,
+    )
+
+
+def _finish_dataset(uri: str, draft: _DatasetDraft) -> Dataset:
+    fetchable, reason = classify(uri)
+    return Dataset(
+        uri=uri, scheme=scheme_of(uri), fetchable=fetchable, reason=reason,
+        consumers=tuple(draft.consumers), origins=tuple(draft.origins), endpoint=draft.endpoint,
+    )

@@ -1,0 +1,105 @@
+"""Accelerator requests and node-placement hints (Kubernetes and KFP forms)."""
+
+from __future__ import annotations
+
+import re
+
+from gpufair.cache.planner.doc import Node
+from gpufair.cache.planner.graph import GraphBuilder
+from gpufair.cache.planner.ir_values import constant
+from gpufair.cache.planner.model import Val
+
+#: Extended resources that are GPUs or similar accelerators.
+_GPU_RESOURCE = re.compile(r"^([a-z0-9.-]+/(gpu|gpu-[a-z0-9-]+|mig-[a-z0-9.-]+)|gpu\.intel\.com/.+|habana\.ai/gaudi)$")
+
+
+def _count(b: GraphBuilder, step: str, node: Node) -> int:
+    """A non-negative integer count; a placeholder is noted as unresolved."""
+    value = node.value
+    if isinstance(value, bool) or value is None:
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    text = node.text() or ""
+    try:
+        return max(int(float(text)), 0)
+    except ValueError:
+        b.note(node.path, f"GPU count '{text}' is known only at run time", step)
+        return 0
+
+
+def k8s_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | None]:
+    """GPUs requested in a Kubernetes container's resources (limits win)."""
+    for section in ("limits", "requests"):
+        for name, qty in resources.get(section).items():
+            if _GPU_RESOURCE.match(name):
+                return _count(b, step, qty), name
+    return 0, None
+
+
+def ir_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | None]:
+    """GPUs in a KFP IR container's `resources.accelerator` (old and new keys)."""
+    accel = resources.get("accelerator")
+    if accel.missing:
+        limit = resources.get("resourceAcceleratorLimit")
+        return (_count(b, step, limit), None) if not limit.missing else (0, None)
+    count_node = accel.get("resourceCount") if "resourceCount" in accel.as_mapping() else accel.get("count")
+    kind = accel.get("resourceType").text() or accel.get("type").text()
+    count = _count(b, step, count_node) if not count_node.missing else 1
+    return count, kind
+
+
+def k8s_hints(node_selector: Node, tolerations: Node, affinity: Node) -> list[str]:
+    """Readable placement hints from a pod spec's scheduling fields."""
+    hints = [f"nodeSelector {k}={v.text()}" for k, v in node_selector.items()]
+    for tol in tolerations.elements():
+        key = tol.get("key").text() or "*"
+        value = tol.get("value").text()
+        effect = tol.get("effect").text() or "any"
+        hints.append(f"toleration {key}{'=' + value if value else ''}:{effect}")
+    required = affinity.get("nodeAffinity").get("requiredDuringSchedulingIgnoredDuringExecution")
+    for term in required.get("nodeSelectorTerms").elements():
+        hints.extend(_match_expressions(term.get("matchExpressions")))
+    return hints
+
+
+def _match_expressions(exprs: Node) -> list[str]:
+    out = []
+    for expr in exprs.elements():
+        values = ",".join(v.text() or "" for v in expr.get("values").elements())
+        out.append(f"nodeAffinity {expr.get('key').text()} {expr.get('operator').text()} {values}".rstrip())
+    return out
+
+
+def apply_platform(b: GraphBuilder, step: str, config: Node, p_in: dict[str, Val]) -> None:
+    """Hints and PVC mounts from a KFP PlatformSpec executor config."""
+    if config.missing:
+        return
+    labels = config.get("nodeSelector").get("labels")
+    for hint in k8s_hints(labels, config.get("tolerations"), Node(None, "", config.ctx)):
+        b.add_hint(step, hint)
+    for term in config.get("nodeAffinity").elements():
+        for hint in _match_expressions(term.get("matchExpressions")):
+            b.add_hint(step, hint)
+    for mount in config.get("pvcMount").elements():
+        _pvc(b, step, mount, p_in)
+
+
+def _pvc(b: GraphBuilder, step: str, mount: Node, p_in: dict[str, Val]) -> None:
+    path = mount.get("mountPath").text() or "?"
+    found, name = constant(mount)
+    param = mount.get("pvcNameParameter")
+    if not found and not param.missing:
+        runtime = param.get("runtimeValue")
+        found, name = constant(runtime) if not runtime.missing else (False, None)
+        if not found and "componentInputParameter" in param.as_mapping():
+            val = p_in.get(param.get("componentInputParameter").text() or "", Val.why("unbound"))
+            found, name = (True, val.options[0][0]) if val.known and val.options else (False, None)
+    if not found and "componentInputParameter" in mount.as_mapping():
+        val = p_in.get(mount.get("componentInputParameter").text() or "", Val.why("unbound"))
+        found, name = (True, val.options[0][0]) if val.known and val.options else (False, None)
+    if not found or not isinstance(name, str) or not name:
+        b.note(mount.path, f"PVC mounted at {path} is named only at run time", step)
+        return
+    b.add_hint(step, f"pvc {name} at {path}")
+    b.consume(step, f"pvc://{name}", mount.path)

@@ -1,0 +1,104 @@
+"""Recognising dataset URIs and whether the cache can fetch them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+#: Schemes the node cache pulls itself (through its S3/MinIO client).
+FETCHABLE_SCHEMES = frozenset({"s3", "s3a", "s3n", "minio"})
+
+#: Storage schemes we recognise but cannot fetch, and why.
+UNFETCHABLE_REASONS = {
+    "gs": "Google Cloud Storage: not reachable through the cache's S3 client",
+    "gcs": "Google Cloud Storage: not reachable through the cache's S3 client",
+    "http": "plain HTTP download: not an object store the cache manages",
+    "https": "HTTPS download: not an object store the cache manages",
+    "hdfs": "HDFS: not an object store the cache manages",
+    "webhdfs": "HDFS: not an object store the cache manages",
+    "abfs": "Azure storage: not reachable through the cache's S3 client",
+    "abfss": "Azure storage: not reachable through the cache's S3 client",
+    "az": "Azure storage: not reachable through the cache's S3 client",
+    "azure": "Azure storage: not reachable through the cache's S3 client",
+    "wasb": "Azure storage: not reachable through the cache's S3 client",
+    "wasbs": "Azure storage: not reachable through the cache's S3 client",
+    "oss": "Alibaba OSS: not configured as an S3 endpoint of the cache",
+    "cos": "IBM COS: not configured as an S3 endpoint of the cache",
+    "file": "a local file path on the pod: nothing to fetch",
+    "pvc": "a PersistentVolumeClaim mount: the data already lives on a volume",
+    "git": "a git repository, not a dataset in object storage",
+    "ftp": "FTP download: not an object store the cache manages",
+}
+
+# Object-store schemes worth picking out of free text (args, env, scripts).
+# http(s) is left out on purpose: commands are full of pip/index URLs.
+_TEXT_SCHEMES = "s3a?|s3n|minio|gs|gcs|hdfs|webhdfs|abfss?|az|azure|wasbs?|oss|cos"
+_IN_TEXT = re.compile(rf"(?<![A-Za-z0-9+.-])(?:{_TEXT_SCHEMES})://[^\s'\"<>{{}}|\\^`,;()\[\]]+")
+_WHOLE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://(\S+)$")
+_MAX_WALK = 10_000
+
+
+def scheme_of(uri: str) -> str:
+    """The lower-case scheme of `uri`, or '' if it has none."""
+    m = _WHOLE.match(uri)
+    return m.group(1).lower() if m else ""
+
+
+def classify(uri: str) -> tuple[bool, str | None]:
+    """(fetchable, reason it is not) for a URI."""
+    scheme = scheme_of(uri)
+    if scheme in FETCHABLE_SCHEMES:
+        if not bucket_and_key(uri)[0]:
+            return False, "no bucket in the URI"
+        return True, None
+    return False, UNFETCHABLE_REASONS.get(scheme, f"unsupported scheme '{scheme}://'")
+
+
+def bucket_and_key(uri: str) -> tuple[str, str]:
+    """('bucket', 'key/path') of an object-store URI."""
+    m = _WHOLE.match(uri)
+    rest = m.group(2) if m else uri
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+def is_uri(text: str) -> bool:
+    """True if the whole string is one URI with a known storage scheme."""
+    scheme = scheme_of(text.strip())
+    return scheme in FETCHABLE_SCHEMES or scheme in UNFETCHABLE_REASONS
+
+
+def _trim(uri: str) -> str:
+    return uri.rstrip(".:")
+
+
+def uris_in_text(text: str) -> tuple[list[str], list[str]]:
+    """(URIs, URI prefixes cut short by a `{{placeholder}}`) found in `text`."""
+    stripped = text.strip()
+    if is_uri(stripped) and "{{" not in stripped:
+        return [stripped], []
+    found: list[str] = []
+    partial: list[str] = []
+    for m in _IN_TEXT.finditer(text):
+        uri = _trim(m.group(0))
+        if text.startswith("{{", m.end()) or text.startswith("{", m.end()):
+            partial.append(uri + "{{...}}")
+        elif bucket_and_key(uri)[0]:
+            found.append(uri)
+    return found, partial
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string inside a (JSON-like) value, bounded in count."""
+    stack = [value]
+    seen = 0
+    while stack and seen < _MAX_WALK:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

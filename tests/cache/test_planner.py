@@ -1,0 +1,154 @@
+"""Planner on the shared KFP samples and on hand-written pipelines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufair.cache.planner import parse_pipeline, plan
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kfp"
+
+
+def load(name: str, **kw):
+    return parse_pipeline((FIXTURES / name).read_text(), name, **kw)
+
+
+@pytest.mark.parametrize("name", ["v2-ir-pipeline_with_importer.yaml", "v2-argo-pipeline_with_importer.yaml"])
+def test_importer_sample_follows_uris_from_importers_to_trainers(name: str) -> None:
+    p = load(name)
+    assert p.format in {"kfp-v2-ir", "argo-workflow-kfp-v2"}
+    assert p.step("train").depends_on == ("importer",)
+    assert p.step("train").datasets == ("gs://ml-pipeline-playground/shakespeare1.txt",)
+    # the second importer's URI is the pipeline parameter's default
+    assert p.step("condition-1/train-2").datasets == ("gs://ml-pipeline-playground/shakespeare2.txt",)
+    assert p.step("condition-1").condition and p.step("condition-1").depends_on == ("train",)
+    assert p.step("condition-1/importer-2").depends_on == ("condition-1",)
+    for ds in p.datasets:
+        assert not ds.fetchable and "Google Cloud Storage" in (ds.reason or "")
+    assert p.unresolved == ()
+
+
+def test_both_compilations_of_the_importer_sample_agree() -> None:
+    ir, argo = load("v2-ir-pipeline_with_importer.yaml"), load("v2-argo-pipeline_with_importer.yaml")
+    assert [(s.name, s.depends_on, s.datasets) for s in ir.steps] == [
+        (s.name, s.depends_on, s.datasets) for s in argo.steps
+    ]
+
+
+def test_parameter_override_turns_a_gs_dataset_into_a_fetchable_one() -> None:
+    p = load("v2-ir-pipeline_with_importer.yaml", parameters={"dataset2": "s3://bucket/shakespeare2.txt"})
+    ds = p.dataset("s3://bucket/shakespeare2.txt")
+    assert ds.fetchable and ds.consumers == ("condition-1/train-2",)
+    pl = plan(p, sizes={ds.uri: 10_000_000}, bandwidth_bytes_per_s=1e6)
+    dp = pl.dataset(ds.uri)
+    assert dp.deadline_s == pl.step("condition-1/train-2").start_s
+    assert dp.status == "scheduled" and dp.prefetch_finish_s <= dp.deadline_s
+
+
+def test_v1_argo_sample_has_one_step_and_no_datasets() -> None:
+    p = load("v1-argo-artifact_pipeline.yaml")
+    assert p.format == "argo-workflow"
+    assert [s.name for s in p.steps] == ["create-test-artifact"]
+    assert p.datasets == () and p.unresolved == ()
+
+
+def test_argo_nested_dags_loops_and_artifacts() -> None:
+    p = load("argo-nested-loops.yaml")
+    assert p.step("preprocess").datasets == ("minio://raw/shard-0.tar", "minio://raw/shard-1.tar")
+    assert p.step("preprocess").loop.startswith("withItems") and p.step("preprocess").gpus == 1
+    assert p.step("preprocess").accelerator == "amd.com/gpu"
+    assert set(p.step("training").depends_on) == {"preprocess", "per-shard"}
+    assert p.step("training/fetch-labels").depends_on == ("training",)
+    assert p.step("training/fetch-labels").datasets == ("s3a://datasets/imagenet/synsets.txt",)
+    fit = p.step("training/fit")
+    assert fit.gpus == 4 and fit.accelerator == "nvidia.com/gpu"
+    assert {"s3://datasets/imagenet/train/", "s3://datasets/imagenet/labels.json", "pvc://team-a-scratch"} <= set(fit.datasets)
+    assert "nodeAffinity gpu-type In a100,h100" in fit.node_hints and "nodeSelector pool=gpu" in fit.node_hints
+    assert p.dataset("s3://datasets/imagenet/labels.json").endpoint == "minio.kubeflow:9000"
+    # a group's dependents wait for the group's last step
+    assert p.step("evaluate").depends_on == ("training/report/publish",)
+    assert p.step("training/report/publish").depends_on == ("training/report/summarize",)
+    assert p.step("evaluate").condition
+
+
+def test_argo_unresolved_explains_why() -> None:
+    reasons = {(u.step, u.reason) for u in load("argo-nested-loops.yaml").unresolved}
+    text = " | ".join(r for _, r in reasons)
+    assert any(s == "evaluate" and "'eval-data' has no value" in r for s, r in reasons)
+    assert any(s == "per-shard" and "at run time" in r for s, r in reasons)
+    assert "my-artifact-repos" in text  # an S3 key with no bucket
+
+
+def test_ir_multidoc_loops_conditions_platform() -> None:
+    p = load("ir-multidoc-platform.yaml")
+    assert p.format == "kfp-v2-ir"
+    stats = p.step("for-loop-1/stats")
+    assert set(stats.datasets) == {"s3://datasets/shard-a", "s3://datasets/shard-b", "minio://lake/shard-c"}
+    assert p.step("for-loop-1").loop == "loop over 3 items" and stats.parent == "for-loop-1"
+    train = p.step("train")
+    assert set(train.depends_on) == {"import-train", "import-vocab", "for-loop-1/stats"}
+    assert {"s3://datasets/cifar10/train/", "minio://lake/vocab/en.txt", "pvc://shared-cache",
+            "hdfs://namenode/tmp/warm"} == set(train.datasets)
+    assert train.gpus == 2 and train.accelerator == "nvidia.com/gpu"
+    assert "nodeSelector cloud.google.com/gke-accelerator=nvidia-tesla-a100" in train.node_hints
+    ev = p.step("condition-2/evaluate")
+    assert ev.gpus == 1 and ev.accelerator == "NVIDIA_TESLA_T4" and ev.datasets == ()
+    steps_with_reason = {u.step for u in p.unresolved if "holdout_uri" in u.reason}
+    assert steps_with_reason == {"condition-2/import-holdout", "condition-2/evaluate"}
+    assert any("PVC" in u.reason for u in p.unresolved)
+
+
+def test_ir_parameter_fills_the_missing_holdout_uri() -> None:
+    p = load("ir-multidoc-platform.yaml", parameters={"holdout_uri": "s3://datasets/holdout/"})
+    assert p.step("condition-2/evaluate").datasets == ("s3://datasets/holdout/",)
+    assert not any("holdout_uri" in u.reason for u in p.unresolved)
+
+
+def test_pipeline_job_wrapper_uses_runtime_config() -> None:
+    text = """
+pipelineSpec:
+  pipelineInfo: {name: wrapped}
+  root:
+    inputDefinitions: {parameters: {data: {parameterType: STRING}}}
+    dag:
+      tasks:
+        use:
+          componentRef: {name: comp-use}
+          inputs: {parameters: {data: {componentInputParameter: data}}}
+  components:
+    comp-use: {executorLabel: exec-use}
+  deploymentSpec:
+    executors:
+      exec-use: {container: {image: x}}
+runtimeConfig:
+  parameterValues: {data: "minio://b/k"}
+"""
+    p = parse_pipeline(text, "job.json")
+    assert p.step("use").datasets == ("minio://b/k",)
+    assert p.dataset("minio://b/k").origins == ("runtimeConfig.parameterValues.data",)
+
+
+def test_argo_steps_template_and_with_param_literal() -> None:
+    text = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: steps-demo}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    steps:
+    - - {name: a, template: t, arguments: {parameters: [{name: data_uri, value: "{{item}}"}]},
+         withParam: '["s3://b/one", "s3://b/two"]'}
+    - - {name: b, template: t, arguments: {parameters: [{name: data_uri, value: "s3://b/three"}]}}
+      - {name: c, template: t}
+  - name: t
+    inputs: {parameters: [{name: data_uri, default: "s3://b/default"}]}
+    container: {image: x, args: ["{{inputs.parameters.data_uri}}"]}
+"""
+    p = parse_pipeline(text, "steps.yaml")
+    assert p.step("a").datasets == ("s3://b/one", "s3://b/two")
+    assert p.step("b").depends_on == ("a",) and p.step("c").depends_on == ("a",)
+    assert p.step("c").datasets == ("s3://b/default",)
