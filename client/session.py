@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,9 +108,9 @@ class Session:
     def busy_seconds(self) -> float:
         return self._busy_s
 
-    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, **loader_kwargs: Any) -> ElasticLoop:
-        """This rank's elastic data loading, following the job's split commands."""
-        observers = [self._reporter] if self._reporter else []
+    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, observers: Sequence[Any] = (), **loader_kwargs: Any) -> ElasticLoop:
+        """This rank's elastic data loading, following the job's split commands (plus your own step observers)."""
+        observers = ([self._reporter] if self._reporter else []) + list(observers)
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
                            observers=observers, command_source=self._commands, **loader_kwargs)
         self._loops.append(loop)

@@ -113,6 +113,7 @@ class EtcdServer:
         return f"127.0.0.1:{self.client_port}"
 
     def start(self, timeout: float = 30.0) -> "EtcdServer":
+        self.workdir.mkdir(parents=True, exist_ok=True)
         for attempt in range(5):
             # Keep the client port across restarts so clients reconnect.
             if self.client_port == 0 or attempt > 0:
@@ -171,6 +172,7 @@ class S3Server:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "S3Server":
+        self.workdir.mkdir(parents=True, exist_ok=True)
         moto = Path(sys.executable).with_name("moto_server")
         argv = [str(moto) if moto.exists() else "moto_server", "-H", "127.0.0.1", "-p", str(self.port)]
         log_path = self.workdir / "s3.log"

@@ -1,0 +1,119 @@
+"""Benchmark the split policies: simulated fairness/utilisation on the shared
+job mixes, and decision time against cluster size.
+
+    .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
+        [--workloads 1,2] [--gpus 32] [--speedup 8] [--max-replicas 16] [--plots DIR]
+        [--skip-sim] [--skip-timing]
+
+Ratios are against `even` measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+import time
+from pathlib import Path
+
+from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
+                                      even_split, policy_names)
+from gpufair.scheduler.sim import SimConfig, load_colocation, load_workload, simulate
+from gpufair.scheduler.sim.plots import plot_runs
+
+
+def mixes(trace, max_replicas: int, speedup: float, seed: int):
+    """Two mixes from one trace: mostly multi-GPU (every multi-GPU job, 1 in 4
+    single-GPU jobs) and mostly single-GPU (the reverse)."""
+    rng = random.Random(seed)
+    jobs = [dataclasses.replace(j, num_gpus=min(j.num_gpus, max_replicas),
+                                arrival_s=j.arrival_s / speedup) for j in trace]
+    keep = {j.job: rng.random() < 0.25 for j in jobs}
+    multi = tuple(j for j in jobs if j.num_gpus > 1 or keep[j.job])
+    single = tuple(j for j in jobs if j.num_gpus == 1 or keep[j.job])
+    return {"multi-GPU": multi, "1-GPU": single}
+
+
+def run_sims(args) -> None:
+    colo_path = Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
+    print(f"{'gpu':<5} {'workload':<10} {'mix':<10} {'policy':<12} {'max_sd':>8} {'mean_sd':>8} "
+          f"{'util':>6} {'maxSD vs even':>13} {'util vs even':>12} {'maxSD/sd-maxmin':>15}")
+    for gpu_type in ("k80", "p100"):
+        colo = load_colocation(colo_path, gpu_type)
+        for w in args.workloads.split(","):
+            trace = load_workload(Path(args.data) / "workloads" / f"adaptdl-workload-{w}.csv")
+            for mix, jobs in mixes(trace, args.max_replicas, args.speedup, int(w)).items():
+                results = [simulate(colo, jobs, SimConfig(args.gpus, p, seed=int(w)))
+                           for p in policy_names()]
+                summ = {r.policy: r.summary() for r in results}
+                base, best = summ["even"], summ["sd-maxmin"]
+                for p, s in summ.items():
+                    print(f"{gpu_type:<5} {'w' + w:<10} {mix:<10} {p:<12} {s['max_sd']:>8.2f} "
+                          f"{s['mean_sd']:>8.2f} {s['gpu_util']:>6.1%} "
+                          f"{1 - s['max_sd'] / base['max_sd']:>+13.1%} "
+                          f"{s['gpu_util'] / base['gpu_util'] - 1:>+12.1%} "
+                          f"{s['max_sd'] / best['max_sd']:>15.2f}")
+                sys.stdout.flush()
+                if args.plots:
+                    Path(args.plots).mkdir(parents=True, exist_ok=True)
+                    plot_runs(results, Path(args.plots) / f"{gpu_type}-w{w}-{mix}.png")
+
+
+def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
+    """Jobs of 1-8 GPUs on the least-loaded GPUs, random costs, measured rates."""
+    rng = random.Random(seed)
+    load = [0] * n_gpus
+    jobs = []
+    for j in range(n_jobs):
+        n = rng.randint(1, 8)
+        gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
+        for g in gpus:
+            load[g] += 1
+        big_b = 32 * n * rng.choice([1, 2, 4])
+        ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
+                      for g, b in zip(gpus, even_split(big_b, n)))
+        jobs.append(JobState(f"j{j}", big_b, ranks, rng.uniform(0, 1e6), 2e6,
+                             rng.uniform(0, 3600), rng.uniform(10, 1000), None))
+    return ClusterState(tuple(jobs))
+
+
+def run_timing(args) -> None:
+    print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} " + " ".join(f"{p:>12}" for p in policy_names())
+          + "   (ms per decision, best of 3, one process)")
+    sizes = [(30, 128), (125, 512), (250, 1024), (500, 2048), (1000, 4096), (1000, 2048)]
+    for n_jobs, n_gpus in sizes:
+        cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs)
+        cells = []
+        for p in policy_names():
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                decide(cluster, p, PolicyConfig())
+                best = min(best, time.perf_counter() - t0)
+            cells.append(f"{1000 * best:>12.1f}")
+        ranks = sum(len(j.ranks) for j in cluster.jobs)
+        print(f"{n_jobs:>5} {n_gpus:>5} {ranks:>6} " + " ".join(cells))
+        sys.stdout.flush()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    ap.add_argument("--workloads", default="1,2,3,4")
+    ap.add_argument("--gpus", type=int, default=32)
+    ap.add_argument("--speedup", type=float, default=8.0, help="divide arrival times by this")
+    ap.add_argument("--max-replicas", type=int, default=16)
+    ap.add_argument("--plots", default=None, help="folder for PNG plots")
+    ap.add_argument("--skip-sim", action="store_true")
+    ap.add_argument("--skip-timing", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_timing:
+        run_timing(args)
+    if not args.skip_sim:
+        run_sims(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The demo's side-by-side table, JSON and chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpufair.demo.mix import RunResult
+
+
+def _cell(job: dict) -> str:
+    text = f"SD {job['sd']:.2f}  JCT {job['jct_s']:.1f}s"
+    return f"{text:>22}"
+
+
+def table(runs: list[RunResult]) -> str:
+    base, fair = runs[0], runs[-1]
+    lines = [f"{'':14}" + "".join(f"{r.policy:>22}" for r in runs)]
+    for i, job in enumerate(base.jobs):
+        cells = "".join(_cell(r.jobs[i]) for r in runs)
+        lines.append(f"{job['job']:14}{cells}")
+    for label, attr, fmt in [("max SD", "max_sd", "{:.2f}"), ("mean SD", "mean_sd", "{:.2f}"), ("GPU util", "gpu_util", "{:.1%}"),
+                             ("data wait", "data_wait", "{:.2%}"), ("makespan", "makespan_s", "{:.1f}s")]:
+        lines.append(f"{label:14}" + "".join(f"{fmt.format(getattr(r, attr)):>22}" for r in runs))
+    cut = 1 - fair.max_sd / base.max_sd if base.max_sd else 0.0
+    util = fair.gpu_util / base.gpu_util - 1 if base.gpu_util else 0.0
+    lines.append(f"\n{fair.policy} vs {base.policy}: max slow-down {cut:+.0%} lower, GPU utilisation {util:+.0%}")
+    return "\n".join(lines)
+
+
+def write_json(runs: list[RunResult], path: Path) -> None:
+    path.write_text(json.dumps({"runs": [r.to_json() for r in runs]}, indent=2))
+
+
+def chart(runs: list[RunResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), sharey=True)
+    for ax, run in zip(axes, runs):
+        for job in sorted({s["job"] for s in run.series}):
+            pts = [(s["t"], s["sd"]) for s in run.series if s["job"] == job and s["sd"] > 0]
+            if pts:
+                ax.plot(*zip(*pts), label=job)
+        ax.set_title(f"{run.policy}: max SD {run.max_sd:.2f}, util {run.gpu_util:.0%}")
+        ax.set_xlabel("time (s)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("estimated slow-down")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

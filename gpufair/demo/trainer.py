@@ -1,0 +1,110 @@
+"""One rank of a demo job: real DDP training over gloo on an emulated, shared GPU.
+
+The emulated GPU is held for the step's local compute (forward, backward),
+padded to a modelled kernel time (`--fixed-ms + --per-sample-ms * local batch`,
+scaled by the device's speed), so jobs that share a device really wait for each
+other. The gradient all-reduce happens after the device is released, as on a
+real GPU where waiting for a straggling peer leaves the device idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import torch.distributed as dist
+
+import gpufair.client
+from gpufair.client.workloads.emulated import EmulatedDevice
+from gpufair.demo.data import load_local
+
+
+class DataWait:
+    """Sums the time the loop waited for batches."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def on_step(self, record) -> None:  # noqa: ANN001 - a gpufair.client.StepRecord
+        self.total += record.data_wait_s
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--job", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--global-batch", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--per-sample-ms", type=float, required=True)
+    p.add_argument("--fixed-ms", type=float, default=2.0)
+    p.add_argument("--devices", required=True, help="comma-separated emulated device index per rank")
+    p.add_argument("--exclusive-rate", type=float, default=0.0)
+    p.add_argument("--stats-out", required=True)
+    p.add_argument("--no-gpufair", action="store_true", help="measure exclusive speed without the control plane")
+    args = p.parse_args()
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = EmulatedDevice.open(int(args.devices.split(",")[rank]))
+    t_resolve = time.time()
+    dataset = load_local(gpufair.client.resolve_dataset(args.data, wait_s=120))
+    resolve_s = time.time() - t_resolve
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    params = list(model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    config = gpufair.client.ClientConfig.from_env()
+    if args.no_gpufair:
+        from dataclasses import replace
+
+        config = replace(config, enabled=False)
+    session = gpufair.client.init(args.job, args.global_batch, total_samples=args.steps * args.global_batch, model="demo-mlp",
+                                  emulated_device=device, exclusive_rate=args.exclusive_rate, config=config)
+    waits = DataWait()
+    loop = session.loop(dataset, observers=[waits])
+    dist.barrier()  # every rank ready: training starts now
+    step, step_times, t_start = 0, [], time.time()
+    speed = device.config.speeds[device.index]
+    epoch = 0
+    while step < args.steps:
+        for x, y in loop.epoch(epoch):
+            t0 = time.perf_counter()
+            with session.compute():
+                t_held = time.perf_counter()  # waiting for the device is not kernel time
+                loss = loss_fn(model(x), y)
+                loop.scale_loss(loss).backward()
+                kernel = (args.fixed_ms + args.per_sample_ms * len(y)) / 1000.0 / speed
+                pad = kernel - (time.perf_counter() - t_held)
+                if pad > 0:
+                    time.sleep(pad)  # the GPU kernel's remaining time, device held
+            # Mean of the scaled per-rank gradients = gradient of the global-batch mean.
+            flat = torch.cat([q.grad.reshape(-1) for q in params])
+            dist.all_reduce(flat)
+            flat.div_(world)
+            offset = 0
+            for q in params:
+                q.grad.copy_(flat[offset:offset + q.numel()].view_as(q))
+                offset += q.numel()
+            opt.step()
+            opt.zero_grad()
+            step_times.append(time.perf_counter() - t0)
+            step += 1
+            if step >= args.steps:
+                break
+        epoch += 1
+    dist.barrier()
+    t_end = time.time()
+    session.close()
+    with open(f"{args.stats_out}.rank{rank}.json", "w") as fh:
+        json.dump({"rank": rank, "world": world, "steps": step, "start": t_start, "end": t_end, "loss": float(loss),
+                   "step_times": step_times[-200:], "data_wait_s": waits.total + resolve_s,
+                   "resolve_s": resolve_s, "launched_to_start_s": t_start - t_resolve}, fh)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Interference model calibrated from Gavel's measured co-location data.
+
+File format (Gavel `physical_cluster_throughputs.json`): GPU type -> job key
+`"('<model> (batch size N)', <gpus>)"` -> `"null"` (isolated steps/s) or
+another job key -> `[own, other]` steps/s while the two share the GPU(s).
+
+What we take from it, per GPU type, from the 1-GPU keys:
+- cost: the isolated step time t0 = 1/steps_per_s at the profiled batch b0,
+  split into a fixed part a and a per-sample part c (t0 = a + c*b0). a comes
+  from a least-squares line through the model family's batch sizes (e.g.
+  all "ResNet-18 (batch size *)"), clipped to [0, t0/2]; a family with one
+  point gets a = t0/10.
+- interference: f(j|k) = own/isolated, the fraction of its isolated speed job
+  j keeps next to k. Plain time-slicing of a pair would give 1/2, so the
+  pair's efficiency is eta = 2*f: per-sample and per-step costs on that GPU
+  are divided by eta (eta > 1: the pair packs better than time-slicing).
+- three or more jobs on a GPU: eta = 2 * mean_k f(j|k) over the neighbours
+  (pairwise effects average, not compound); the time itself is then divided
+  by the processor-sharing model, so n jobs each get ~eta/n of their speed.
+- unmeasured pairs and `[0, 0]` (could not co-run, e.g. memory) fall back to
+  pure time-slicing, eta = 1.
+- eta is clipped to [0.25, 1]: only interference *losses* count. Packing
+  gains (f > 1/2, about half the measured pairs) are dropped, because in a
+  time-sliced model a job whose neighbour is waiting would otherwise run
+  faster than it does alone. This understates what co-location can give,
+  equally for every policy.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+import numpy as np
+
+from gpufair.common.errors import InvalidArgument
+
+_BATCH = re.compile(r"^(?P<family>.*?) \(batch size (?P<batch>\d+)\)$")
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Isolated 1-GPU cost of one model: step time = a + c * batch."""
+
+    model: str
+    sec_per_step: float
+    sec_per_sample: float
+    profiled_batch: int
+
+
+@dataclass(frozen=True)
+class Colocation:
+    """Costs and pairwise interference for one GPU type."""
+
+    gpu_type: str
+    costs: Mapping[str, ModelCost]
+    pair_fraction: Mapping[tuple[str, str], float]
+
+    def efficiency(self, model: str, neighbours: list[str]) -> float:
+        """eta for `model` sharing a GPU with `neighbours` (see module doc)."""
+        if not neighbours:
+            return 1.0
+        fractions = [self.pair_fraction.get((model, k), 0.5) for k in neighbours]
+        return min(max(2.0 * float(np.mean(fractions)), 0.25), 1.0)
+
+    def cost(self, model: str) -> ModelCost:
+        """The model's cost; InvalidArgument naming it if unknown."""
+        try:
+            return self.costs[model]
+        except KeyError:
+            raise InvalidArgument(f"model {model!r} has no usable measurement for "
+                                  f"GPU type {self.gpu_type!r}") from None
+
+
+def _parse_key(key: str) -> tuple[str, int]:
+    try:
+        model, gpus = ast.literal_eval(key)
+        return str(model), int(gpus)
+    except (ValueError, SyntaxError, TypeError):
+        raise InvalidArgument(f"co-location key {key!r} is not a ('model', gpus) tuple") from None
+
+
+def _fit_costs(isolated: dict[str, float]) -> dict[str, ModelCost]:
+    families: dict[str, list[tuple[int, float]]] = {}
+    for model, steps in isolated.items():
+        m = _BATCH.match(model)
+        fam, b = (m["family"], int(m["batch"])) if m else (model, 1)
+        families.setdefault(fam, []).append((b, 1.0 / steps))
+    out = {}
+    for model, steps in isolated.items():
+        m = _BATCH.match(model)
+        fam, b0 = (m["family"], int(m["batch"])) if m else (model, 1)
+        t0 = 1.0 / steps
+        pts = families[fam]
+        a = t0 / 10
+        if len({p[0] for p in pts}) >= 2:
+            intercept = float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[1])
+            a = min(max(intercept, 0.0), t0 / 2)
+        out[model] = ModelCost(model, a, (t0 - a) / b0, b0)
+    return out
+
+
+def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
+    """Read a Gavel-format file and build the model for `gpu_type`."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise InvalidArgument(f"cannot read co-location file {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(raw, dict) or gpu_type not in raw:
+        types = ", ".join(sorted(raw)) if isinstance(raw, dict) else "none"
+        raise InvalidArgument(f"GPU type {gpu_type!r} not in {path} (has: {types})")
+    isolated: dict[str, float] = {}
+    pairs: dict[tuple[str, str], float] = {}
+    for key, entry in raw[gpu_type].items():
+        model, gpus = _parse_key(key)
+        if gpus != 1 or not isinstance(entry, dict):
+            continue
+        iso = entry.get("null")
+        if not isinstance(iso, (int, float)) or not math.isfinite(iso) or iso <= 0:
+            continue  # never ran alone on this GPU type (e.g. out of memory)
+        isolated[model] = float(iso)
+        for other, val in entry.items():
+            if other == "null" or not isinstance(val, list) or len(val) != 2:
+                continue
+            other_model, other_gpus = _parse_key(other)
+            if other_gpus == 1 and val[0] > 0 and val[1] > 0:
+                pairs[(model, other_model)] = float(val[0]) / float(iso)
+    if not isolated:
+        raise InvalidArgument(f"{path}: no isolated 1-GPU throughputs for {gpu_type!r}")
+    return Colocation(gpu_type, MappingProxyType(_fit_costs(isolated)), MappingProxyType(pairs))

@@ -1,0 +1,49 @@
+"""What a simulation run produces, and the summary scripts depend on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One finished job: slow-down, completion time (from arrival), when."""
+
+    job: str
+    sd: float
+    jct_s: float
+    arrival_s: float
+    finish_s: float
+    num_gpus: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A whole run: per-job results, utilisation over time and totals."""
+
+    policy: str
+    gpu_type: str
+    num_gpus: int
+    jobs: tuple[JobResult, ...]
+    util_trace: tuple[tuple[float, float], ...]
+    makespan_s: float
+    gpu_util: float
+    decisions: int
+    decision_s: float
+
+    def summary(self) -> dict:
+        """The JSON summary (keys are a contract with scripts)."""
+        sds = np.array([j.sd for j in self.jobs])
+        jain = float(sds.sum() ** 2 / (len(sds) * np.sum(sds ** 2))) if len(sds) else 1.0
+        return {
+            "policy": self.policy, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
+            "max_sd": float(sds.max()), "mean_sd": float(sds.mean()),
+            "p95_sd": float(np.percentile(sds, 95)), "jain": jain,
+            "gpu_util": float(self.gpu_util), "makespan_s": float(self.makespan_s),
+            "decisions": self.decisions,
+            "mean_decision_ms": 1000 * self.decision_s / self.decisions if self.decisions else 0.0,
+            "jobs": [{"job": j.job, "sd": j.sd, "jct_s": j.jct_s, "num_gpus": j.num_gpus}
+                     for j in self.jobs],
+        }

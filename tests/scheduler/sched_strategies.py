@@ -1,0 +1,33 @@
+"""Hypothesis strategies and helpers shared by the scheduler policy tests."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from gpufair.scheduler.policy import ClusterState, JobState, RankState, even_split
+
+
+@st.composite
+def clusters(draw, max_gpus: int = 5, max_jobs: int = 5, pins: bool = True) -> ClusterState:
+    """Random small clusters: jobs on distinct GPUs with feasible caps."""
+    n_gpu = draw(st.integers(2, max_gpus))
+    jobs = []
+    for j in range(draw(st.integers(1, max_jobs))):
+        n = draw(st.integers(1, min(3, n_gpu)))
+        gpus = draw(st.permutations(range(n_gpu)))[:n]
+        big_b = draw(st.integers(n, 300))
+        split = even_split(big_b, n)
+        ranks = []
+        for g, b in zip(gpus, split):
+            cap = draw(st.one_of(st.none(), st.integers(math.ceil(big_b / n), big_b)))
+            ranks.append(RankState(f"g{g}", b, draw(st.floats(1e-4, 0.1)),
+                                   draw(st.floats(0.0, 0.05)), cap))
+        pinned = None
+        if pins and n > 1 and draw(st.booleans()) and draw(st.booleans()):
+            pinned = tuple(reversed(split))
+        jobs.append(JobState(f"j{j}", big_b, tuple(ranks), draw(st.floats(0, 1e5)), 1e5 + 1,
+                             draw(st.floats(0, 1e4)), None,
+                             draw(st.one_of(st.none(), st.floats(1.0, 1e5))), pinned))
+    return ClusterState(tuple(jobs))

@@ -1,0 +1,106 @@
+"""The simulator: inputs, determinism, and what a run reports."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from gpufair.common.errors import InvalidArgument
+from gpufair.scheduler.policy import policy_names
+from gpufair.scheduler.sim import (SimConfig, load_colocation, load_workload, parse_workload,
+                                   simulate)
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "scheduler"
+COLO = FIX / "gavel-colocation-subset.json"
+HEADER = "job,arrival_s,model,num_gpus,global_batch,total_samples\n"
+
+
+@pytest.fixture(scope="module")
+def k80():
+    return load_colocation(COLO, "k80")
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load_workload(FIX / "small-trace.csv")
+
+
+def test_same_seed_same_run(k80, trace):
+    a = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7)).summary()
+    b = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7)).summary()
+    a.pop("mean_decision_ms"), b.pop("mean_decision_ms")
+    assert a == b
+
+
+@pytest.mark.parametrize("policy", policy_names())
+def test_every_job_finishes_no_faster_than_alone(k80, trace, policy):
+    s = simulate(k80, trace, SimConfig(6, policy)).summary()
+    assert {j["job"] for j in s["jobs"]} == {t.job for t in trace}
+    assert all(j["sd"] >= 1 - 1e-6 and j["jct_s"] > 0 for j in s["jobs"])
+    assert s["max_sd"] >= s["p95_sd"] >= 1 - 1e-6 and s["max_sd"] >= s["mean_sd"]
+    assert 0 < s["gpu_util"] <= 1 and 0 < s["jain"] <= 1
+    for key in ("policy", "gpu_type", "num_gpus", "makespan_s"):
+        assert key in s
+
+
+def test_contention_raises_slowdown(k80, trace):
+    roomy = simulate(k80, trace, SimConfig(32, "even")).summary()
+    tight = simulate(k80, trace, SimConfig(4, "even")).summary()
+    assert roomy["max_sd"] == pytest.approx(1.0, rel=1e-3)
+    assert tight["max_sd"] > roomy["max_sd"]
+
+
+def test_adaptdl_mix_is_accepted(k80):
+    trace = load_workload(FIX / "adaptdl-workload-1-head.csv")
+    assert trace[0].model == "ResNet-18 (batch size 128)"
+    fast = tuple(dataclasses.replace(t, arrival_s=t.arrival_s / 20) for t in trace)
+    s = simulate(k80, fast, SimConfig(32, "sd-maxmin")).summary()
+    assert len(s["jobs"]) == len(trace)
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("a,0,ResNet-18 (batch size 128),2,64,1000\nb,x,LM (batch size 20),1,20,10\n", ":3: arrival_s"),
+    ("a,0,ResNet-18 (batch size 128),2,64,1000\nb,1,LM (batch size 20),1,20\n", ":3: expected 6"),
+    ("a,0,ResNet-18 (batch size 128),4,2,1000\n", ":2: global batch"),
+    ("a,0,ResNet-18 (batch size 128),0,2,1000\n", ":2: num_gpus"),
+    ("a,0,ResNet-18 (batch size 128),1,2,1000\na,1,LM (batch size 20),1,20,5\n", ":3: job 'a'"),
+    ("", "no jobs"),
+])
+def test_bad_rows_name_the_line(body, needle):
+    with pytest.raises(InvalidArgument, match=needle):
+        parse_workload(HEADER + body, "t.csv")
+
+
+def test_bad_header_and_unknown_application():
+    with pytest.raises(InvalidArgument, match="t.csv:1: header"):
+        parse_workload("a,b\n1,2\n", "t.csv")
+    with pytest.raises(InvalidArgument, match="t.csv:3: unknown application 'gpt'"):
+        parse_workload("name,time,application,num_replicas,batch_size\n"
+                       "x,1,cifar10,2,64\ny,2,gpt,1,8\n", "t.csv")
+
+
+def test_unknown_model_and_oversized_job_name_the_line(k80):
+    bad = parse_workload(HEADER + "a,0,ResNet-18 (batch size 128),1,64,10\n"
+                         "b,0,AlexNet (batch size 1),1,1,10\n", "t.csv")
+    with pytest.raises(InvalidArgument, match="line 3.*AlexNet"):
+        simulate(k80, bad, SimConfig(4, "even"))
+    big = parse_workload(HEADER + "a,0,ResNet-18 (batch size 128),8,64,10\n", "t.csv")
+    with pytest.raises(InvalidArgument, match="line 2.*8 GPUs"):
+        simulate(k80, big, SimConfig(4, "even"))
+
+
+def test_unrunnable_models_are_unknown(k80):
+    # ResNet-50 at batch 128 never ran alone on a K80 (isolated throughput 0).
+    assert "ResNet-50 (batch size 128)" not in k80.costs
+    with pytest.raises(InvalidArgument, match="'v100'.*k80, p100"):
+        load_colocation(COLO, "v100")
+
+
+def test_pairs_extend_to_more_neighbours(k80):
+    m, n = "ResNet-18 (batch size 128)", "ResNet-50 (batch size 64)"
+    pair = k80.efficiency(m, [n])
+    assert k80.efficiency(m, []) == 1.0
+    assert k80.efficiency(m, [n, n, n]) == pytest.approx(pair)
+    assert 0.25 <= pair <= 1.0
