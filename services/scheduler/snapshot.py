@@ -33,6 +33,7 @@ class JobMetrics:
     samples_done: int
     first_unix_s: float
     ranks: Mapping[int, RankMetrics]
+    last_unix_s: float = 0.0
 
     @property
     def last_step(self) -> int:
@@ -95,8 +96,10 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
     for view in views:
         spec, m = view.spec, metrics.get(view.spec.job_id)
         done = m.samples_done if m else 0
-        elapsed = max(now - m.first_unix_s, 0.0) if m and m.first_unix_s > 0 else 0.0
         progress = min(done / spec.total_samples, 1.0)
+        # A finished job's clock stops at its last step; a running one's runs to now.
+        until = m.last_unix_s if m and progress >= 1.0 and m.last_unix_s > 0 else now
+        elapsed = max(until - m.first_unix_s, 0.0) if m and m.first_unix_s > 0 else 0.0
         exclusive, source = (spec.exclusive_rate, "spec") if spec.exclusive_rate > 0 else (_profile_exclusive(spec, profiles), "profile")
         ranks = _rank_states(view, m, profiles)
         why = ""
@@ -114,7 +117,10 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
                          samples_total=float(spec.total_samples), elapsed_s=elapsed, rate=rate,
                          exclusive_rate=exclusive, pinned=view.pinned)
         ex = exclusive_rate(state)
-        sd = slowdown(state, rate) if rate else 0.0
+        if progress >= 1.0:
+            sd = elapsed / (spec.total_samples / ex) if ex > 0 else 0.0
+        else:
+            sd = slowdown(state, rate) if rate else 0.0
         estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, ex, source if exclusive else "observed", sd if math.isfinite(sd) else 0.0,
                                              progress, elapsed, not why, why)
         if not why:

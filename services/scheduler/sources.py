@@ -35,6 +35,7 @@ class MetricsSource:
                 samples_per_s=j.samples_per_s_smoothed or j.samples_per_s,
                 samples_done=j.samples_done,
                 first_unix_s=j.first_report_unix_s,
+                last_unix_s=j.last_report_unix_s,
                 ranks={r.rank: RankMetrics(r.compute_s_per_sample, r.compute_s_fixed, r.last_step) for r in j.ranks},
             )
             for j in res.jobs
