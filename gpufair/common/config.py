@@ -24,8 +24,13 @@ ENV_DOC: dict[str, tuple[str, str]] = {
     "GPUFAIR_NODE": ("the host name", "node name reported by trainers and the cache"),
     "GPUFAIR_CACHE_DIR": ("/var/cache/gpufair", "cache service: node-local cache directory"),
     "GPUFAIR_CACHE_CAPACITY": ("10GiB", "cache service: byte capacity (suffixes KiB, MiB, GiB)"),
+    "GPUFAIR_CACHE_PART_SIZE": ("8MiB", "cache service: ranged-GET part size for large objects"),
+    "GPUFAIR_CACHE_CONCURRENCY": ("8", "cache service: parts in flight at once"),
+    "GPUFAIR_CACHE_ACTIVE_FETCHES": ("4", "cache service: datasets fetched at once"),
+    "GPUFAIR_CACHE_RETRIES": ("2", "cache service: retries of a failed or changed fetch"),
     "GPUFAIR_POLICY": ("sd-maxmin", "scheduler: initial policy when none is stored in etcd"),
     "GPUFAIR_PERIOD_S": ("5", "scheduler: seconds between decision rounds"),
+    "GPUFAIR_MIN_CHANGE": ("0.05", "scheduler: smallest fraction of a batch worth re-splitting"),
     "GPUFAIR_LEASE_TTL": ("10", "seconds before a dead process's liveness keys and leadership expire"),
     "GPUFAIR_LOG_LEVEL": ("INFO", "log level"),
     "GPUFAIR_PROMETHEUS_PORT": ("(off)", "serve Prometheus metrics on this port (0 = any free port)"),
@@ -37,6 +42,12 @@ ENV_DOC: dict[str, tuple[str, str]] = {
     "GPUFAIR_ADMIN_TOKEN": ("(off)", "bearer token for admin and mutating RPCs (or GPUFAIR_ADMIN_TOKEN_FILE)"),
     "GPUFAIR_JOB_TOKEN_SECRET": ("(derived from admin token)", "secret that signs per-job tokens (or _FILE)"),
     "GPUFAIR_OPEN_READS": ("true", "allow read-only queries without a token"),
+    "GPUFAIR_JOB_TOKEN": ("(none)", "trainers: the job token from RegisterJob (or GPUFAIR_JOB_TOKEN_FILE)"),
+    "GPUFAIR_TLS": ("false", "trainers and CLI: use TLS with the system CAs"),
+    "GPUFAIR_DISABLE": ("false", "trainers: no remote calls at all (plain DDP behaviour)"),
+    "GPUFAIR_FALLBACK_DIR": ("the temp dir", "trainers: where datasets go when no cache service answers"),
+    "GPUFAIR_EMU_GPUS": ("1", "emulated GPUs: a count like 4 or relative speeds like 1,1,0.5"),
+    "GPUFAIR_EMU_DIR": ("/dev/shm/gpufair-emu-<uid>", "emulated GPUs: shared lock directory"),
 }
 
 

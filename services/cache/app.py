@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,11 +19,12 @@ from gpufair.cache.node.uris import parse_dataset_uri
 from gpufair.cache.pipelines import PipelineRunner
 from gpufair.cache.servicer import CacheServicer
 from gpufair.common.config import CommonConfig
-from gpufair.common.errors import GpufairError
+from gpufair.common.errors import GpufairError, Unavailable
 from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
 from gpufair.common.server import RunningServer, ServerDeps, ServiceBinding, create_server
 
+logger = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CacheService"].full_name
 
 
@@ -63,6 +65,11 @@ async def build_node(common: CommonConfig, cfg: NodeCacheConfig) -> CacheNode:
     s3 = make_client(cfg)
     cache = NodeCache(cfg, s3=s3, publisher=EtcdPublisher(common.etcd, cfg.node, keys))
     await cache.start()
+    try:
+        # Liveness of this node's cache, bound to the process lease (gone when the process is).
+        await state.put_live(keys.cache_member(cfg.node), {"node": cfg.node, "capacity_bytes": cfg.capacity_bytes, "addr": common.listen})
+    except Unavailable:
+        logger.warning("etcd unreachable at start: cache liveness key not written yet")
     runner = PipelineRunner(cache, state, keys, _sizer(S3Source(s3, cfg.s3_endpoint)))
     return CacheNode(cache, runner, state, CacheServicer(cache, runner, cfg.node))
 

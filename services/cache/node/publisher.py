@@ -1,0 +1,163 @@
+"""Mirroring cache entries to etcd (`Keys.cache_entry(node, id)`), best effort and ordered.
+
+The cache never waits on etcd to serve data: records go through a queue that
+keeps only the latest desired value per entry and retries with backoff while
+etcd is away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Protocol
+
+from gpufair.common.errors import Unavailable
+from gpufair.common.keys import Keys
+
+from .status import EntryStatus
+
+logger = logging.getLogger(__name__)
+
+Record = dict[str, Any]
+
+
+def entry_record(s: EntryStatus, node: str) -> Record:
+    """The JSON mirrored at `Keys.cache_entry(node, id)` (scheduler and admin CLI read it)."""
+    return {"uri": s.uri, "entry_id": s.entry_id, "node": node, "state": s.state.value, "path": s.path,
+            "size": s.size_bytes, "last_use": s.last_use, "pin_owners": list(s.pin_owners),
+            "verified": s.verified, "reason": s.reason}
+
+
+class EntryPublisher(Protocol):
+    """Where entry records go (etcd in production, a dict in unit tests)."""
+
+    async def put(self, entry_id: str, record: Record) -> None: ...
+    async def delete(self, entry_id: str) -> None: ...
+    async def list(self) -> dict[str, Record]: ...
+    async def close(self) -> None: ...
+
+
+class MemoryPublisher:
+    """In-memory EntryPublisher for unit tests; `fail` simulates etcd being down."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, Record] = {}
+        self.fail = False
+
+    async def put(self, entry_id: str, record: Record) -> None:
+        self._check()
+        self.records[entry_id] = dict(record)
+
+    async def delete(self, entry_id: str) -> None:
+        self._check()
+        self.records.pop(entry_id, None)
+
+    async def list(self) -> dict[str, Record]:
+        self._check()
+        return {k: dict(v) for k, v in self.records.items()}
+
+    async def close(self) -> None:
+        return None
+
+    def _check(self) -> None:
+        if self.fail:
+            raise Unavailable("fake etcd is down")
+
+
+class EtcdPublisher:
+    """EntryPublisher over aetcd; values are JSON."""
+
+    def __init__(self, endpoint: str, node: str, keys: Keys | None = None, timeout: int = 5) -> None:
+        import aetcd  # deferred: keep imports of this module cheap
+
+        host, _, port = endpoint.rpartition(":")
+        self.endpoint = endpoint
+        self.node = node
+        self.keys = keys or Keys()
+        self._client = aetcd.Client(host=host or "127.0.0.1", port=int(port), timeout=timeout)
+        self._prefix = self.keys.cache_node_prefix(node) + "entries/"
+
+    async def put(self, entry_id: str, record: Record) -> None:
+        key = self.keys.cache_entry(self.node, entry_id).encode()
+        await self._call(self._client.put(key, json.dumps(record, sort_keys=True).encode()))
+
+    async def delete(self, entry_id: str) -> None:
+        await self._call(self._client.delete(self.keys.cache_entry(self.node, entry_id).encode()))
+
+    async def list(self) -> dict[str, Record]:
+        res = await self._call(self._client.get_prefix(self._prefix.encode()))
+        out: dict[str, Record] = {}
+        for kv in res:
+            entry_id = kv.key.decode()[len(self._prefix):]
+            try:
+                out[entry_id] = json.loads(kv.value)
+            except ValueError:
+                logger.warning("ignoring unreadable cache record %s", kv.key.decode())
+        return out
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _call(self, coro: Any) -> Any:
+        import aetcd.exceptions
+
+        try:
+            return await coro
+        except (aetcd.exceptions.ClientError, OSError) as exc:
+            raise Unavailable(f"etcd at {self.endpoint} is unreachable: {type(exc).__name__}") from None
+
+
+class PublishQueue:
+    """Latest-value-wins queue in front of a publisher, flushed by one background task."""
+
+    def __init__(self, publisher: EntryPublisher, retry_s: float = 0.5) -> None:
+        self.publisher = publisher
+        self.retry_s = retry_s
+        self._pending: dict[str, Record | None] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="cache-publish")
+
+    def put(self, entry_id: str, record: Record | None) -> None:
+        """Queue a record (None = delete); replaces anything queued for the entry."""
+        self._pending[entry_id] = record
+        self._idle.clear()
+        self._wake.set()
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Wait until everything queued has reached the publisher."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def close(self) -> None:
+        if self._task:
+            try:
+                await self.flush(timeout=2.0)
+            except TimeoutError:
+                logger.warning("cache records not published before shutdown: %d", len(self._pending))
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.publisher.close()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                entry_id, record = next(iter(self._pending.items()))
+                try:
+                    if record is None:
+                        await self.publisher.delete(entry_id)
+                    else:
+                        await self.publisher.put(entry_id, record)
+                except Unavailable as exc:
+                    logger.warning("publishing cache entry %s failed: %s; retrying", entry_id, exc)
+                    await asyncio.sleep(self.retry_s)
+                    continue
+                if self._pending.get(entry_id, 0) is record:
+                    del self._pending[entry_id]
+            self._idle.set()
