@@ -89,14 +89,16 @@ async def _store(profile: Profile, endpoint: str) -> None:
 
 def format_table(profile: Profile) -> str:
     """A readable table of the measurements plus the fitted step-time model."""
-    head = f"{'model':<14}{'device':<12}{'devs':>5}{'batch':>7}{'samples/s':>12}" \
+    w = max(14, len(profile.model) + 2)
+    d = max(12, len(profile.device_type) + 2)
+    head = f"{'model':<{w}}{'device':<{d}}{'devs':>5}{'batch':>7}{'samples/s':>12}" \
            f"{'step ms':>9}{'p10-p90 ms':>14}{'peak MiB':>10}{'scaling':>9}{'util%':>7}"
     lines = [head, "-" * len(head)]
     for m in profile.measurements:
         spread = f"{m.step_s_p10 * 1e3:.1f}-{m.step_s_p90 * 1e3:.1f}"
         eff = "-" if m.scaling_eff is None else f"{m.scaling_eff:.2f}"
         util = "-" if m.gpu_util_pct is None else f"{m.gpu_util_pct:.0f}"
-        lines.append(f"{m.model:<14}{m.device_type:<12}{m.devices:>5}{m.batch:>7}{m.samples_per_s:>12.1f}"
+        lines.append(f"{m.model:<{w}}{m.device_type:<{d}}{m.devices:>5}{m.batch:>7}{m.samples_per_s:>12.1f}"
                      f"{m.step_s * 1e3:>9.2f}{spread:>14}{m.peak_mem_bytes / 2**20:>10.0f}{eff:>9}{util:>7}")
     if profile.fit is None:
         lines.append("fit: needs at least two batch sizes")
