@@ -15,6 +15,8 @@ class ClientConfig:
     token: str = ""  # a job token, or the admin token (which also lets rank 0 register the job)
     tls_ca: str = ""
     tls: bool = False
+    client_cert: str = ""  # for mutual TLS
+    client_key: str = ""
     node: str = ""
     enabled: bool = True  # GPUFAIR_DISABLE=1 turns every remote call off (training runs as plain DDP)
 
@@ -22,7 +24,7 @@ class ClientConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> "ClientConfig":
         e = os.environ if env is None else env
         token = e.get("GPUFAIR_JOB_TOKEN", "") or e.get("GPUFAIR_ADMIN_TOKEN", "")
-        token_file = e.get("GPUFAIR_JOB_TOKEN_FILE", "")
+        token_file = e.get("GPUFAIR_JOB_TOKEN_FILE", "") or ("" if token else e.get("GPUFAIR_ADMIN_TOKEN_FILE", ""))
         if token_file:
             with open(token_file, encoding="utf-8") as fh:
                 token = fh.read().strip()
@@ -33,6 +35,8 @@ class ClientConfig:
             token=token,
             tls_ca=e.get("GPUFAIR_TLS_CA", ""),
             tls=e.get("GPUFAIR_TLS", "").lower() in {"1", "true", "yes"},
+            client_cert=e.get("GPUFAIR_TLS_CLIENT_CERT", ""),
+            client_key=e.get("GPUFAIR_TLS_CLIENT_KEY", ""),
             node=e.get("GPUFAIR_NODE", "") or os.uname().nodename,
             enabled=e.get("GPUFAIR_DISABLE", "").lower() not in {"1", "true", "yes"},
         )

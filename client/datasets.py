@@ -37,7 +37,8 @@ def _split(uri: str) -> tuple[str, str]:
 
 def _from_cache(uri: str, cfg: ClientConfig, wait_s: float) -> Path | None:
     try:
-        with sync_channel(cfg.cache_addr, tls_ca=cfg.tls_ca, tls=cfg.tls, token=cfg.token) as ch:
+        with sync_channel(cfg.cache_addr, tls_ca=cfg.tls_ca, tls=cfg.tls, token=cfg.token, client_cert=cfg.client_cert,
+                          client_key=cfg.client_key) as ch:
             res = pb_grpc.CacheServiceStub(ch).Resolve(pb.ResolveRequest(uri=uri, fetch=True, wait_s=wait_s),
                                                        metadata=token_metadata(cfg.token), timeout=wait_s + 10)
     except grpc.RpcError as exc:

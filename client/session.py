@@ -88,7 +88,8 @@ class Session:
         return token_metadata(self.config.token) if not (self.config.tls or self.config.tls_ca) else ()
 
     def _channel(self, address: str) -> grpc.Channel:
-        ch = sync_channel(address, tls_ca=self.config.tls_ca, tls=self.config.tls, token=self.config.token)
+        ch = sync_channel(address, tls_ca=self.config.tls_ca, tls=self.config.tls, token=self.config.token,
+                          client_cert=self.config.client_cert, client_key=self.config.client_key)
         self._channels.append(ch)
         return ch
 

@@ -13,25 +13,30 @@ _OPTIONS = [
 ]
 
 
-def _credentials(ca_file: str, token: str) -> grpc.ChannelCredentials:
+def _credentials(ca_file: str, token: str, cert_file: str = "", key_file: str = "") -> grpc.ChannelCredentials:
     root = Path(ca_file).read_bytes() if ca_file else None
-    creds = grpc.ssl_channel_credentials(root_certificates=root)
+    # A client certificate, for servers that require mutual TLS.
+    key = Path(key_file).read_bytes() if cert_file and key_file else None
+    cert = Path(cert_file).read_bytes() if cert_file and key_file else None
+    creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=cert)
     if token:
         creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
     return creds
 
 
-def aio_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "") -> grpc.aio.Channel:
+def aio_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "", client_cert: str = "",
+                client_key: str = "") -> grpc.aio.Channel:
     """An asyncio channel; TLS when `tls` or a CA is given."""
     if tls or tls_ca:
-        return grpc.aio.secure_channel(address, _credentials(tls_ca, token), options=_OPTIONS)
+        return grpc.aio.secure_channel(address, _credentials(tls_ca, token, client_cert, client_key), options=_OPTIONS)
     return grpc.aio.insecure_channel(address, options=_OPTIONS)
 
 
-def sync_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "") -> grpc.Channel:
+def sync_channel(address: str, *, tls_ca: str = "", tls: bool = False, token: str = "", client_cert: str = "",
+                 client_key: str = "") -> grpc.Channel:
     """A blocking channel (trainer threads, the CLI)."""
     if tls or tls_ca:
-        return grpc.secure_channel(address, _credentials(tls_ca, token), options=_OPTIONS)
+        return grpc.secure_channel(address, _credentials(tls_ca, token, client_cert, client_key), options=_OPTIONS)
     return grpc.insecure_channel(address, options=_OPTIONS)
 
 

@@ -44,6 +44,8 @@ ENV_DOC: dict[str, tuple[str, str]] = {
     "GPUFAIR_OPEN_READS": ("true", "allow read-only queries without a token"),
     "GPUFAIR_JOB_TOKEN": ("(none)", "trainers: the job token from RegisterJob (or GPUFAIR_JOB_TOKEN_FILE)"),
     "GPUFAIR_TLS": ("false", "trainers and CLI: use TLS with the system CAs"),
+    "GPUFAIR_TLS_CLIENT_CERT": ("(off)", "trainers: PEM client certificate for mutual TLS"),
+    "GPUFAIR_TLS_CLIENT_KEY": ("(off)", "trainers: PEM key of GPUFAIR_TLS_CLIENT_CERT"),
     "GPUFAIR_DISABLE": ("false", "trainers: no remote calls at all (plain DDP behaviour)"),
     "GPUFAIR_FALLBACK_DIR": ("the temp dir", "trainers: where datasets go when no cache service answers"),
     "GPUFAIR_EMU_GPUS": ("1", "emulated GPUs: a count like 4 or relative speeds like 1,1,0.5"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from gpufair.cache.app import build_node
+from gpufair.cache.exporter import register_instruments
 from gpufair.cache.node.config import NodeCacheConfig
 from gpufair.common.auth import auth_interceptors
 from gpufair.common.config import CommonConfig
@@ -13,6 +14,7 @@ from gpufair.common.runner import run_service
 
 async def _build(config: CommonConfig):
     node = await build_node(config, NodeCacheConfig.from_env())
+    register_instruments(node.cache, node.servicer.counters, node.cache.config.node)
     return node.deps(auth_interceptors(config)), node.close
 
 

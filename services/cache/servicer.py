@@ -11,6 +11,7 @@ from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
 from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.node.status import EntryState, EntryStatus
+from gpufair.cache.exporter import CacheCounters
 from gpufair.cache.pipelines import PipelineRunner, Run
 from gpufair.common.errors import InvalidArgument
 
@@ -48,8 +49,9 @@ def plan_to_pb(run: Run, cache: NodeCache, node: str) -> pb.Plan:
 
 
 class CacheServicer(pb_grpc.CacheServiceServicer):
-    def __init__(self, cache: NodeCache, runner: PipelineRunner, node: str) -> None:
+    def __init__(self, cache: NodeCache, runner: PipelineRunner, node: str, counters: CacheCounters | None = None) -> None:
         self._cache, self._runner, self._node = cache, runner, node
+        self.counters = counters or CacheCounters()
 
     async def Prefetch(self, request: pb.PrefetchRequest, context: grpc.aio.ServicerContext) -> pb.PrefetchResponse:
         deadline = request.deadline_unix_s or None
@@ -59,6 +61,8 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
     async def Resolve(self, request: pb.ResolveRequest, context: grpc.aio.ServicerContext) -> pb.ResolveResponse:
         if not 0 <= request.wait_s <= MAX_WAIT_S:
             raise InvalidArgument(f"wait_s={request.wait_s} must be in [0, {MAX_WAIT_S:g}]")
+        hit = self._cache.status(request.uri).state is EntryState.CACHED
+        self.counters.hits, self.counters.misses = self.counters.hits + hit, self.counters.misses + (not hit)
         if request.fetch or request.wait_s > 0:
             status = await self._cache.resolve(request.uri, wait=request.wait_s > 0, timeout=request.wait_s or None)
         else:

@@ -63,7 +63,8 @@ async def build_replica(config: CommonConfig, policy: PolicySettings, *, identit
     registry = JobRegistry(state, keys, on_split=hub.publish)
     election = LeaderElection(state, keys.leader(), identity)
     policies = PolicyStore(state, keys, policy)
-    channel = aio_channel(config.metrics_addr, tls_ca=config.tls.ca_file, token=config.auth.admin_token)
+    channel = aio_channel(config.metrics_addr, tls_ca=config.tls.ca_file, token=config.auth.admin_token,
+                          client_cert=config.tls.cert_file, client_key=config.tls.key_file)
     metrics = MetricsSource(channel)
     loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, lambda: load_profiles(state, keys))
     servicer = SchedulerServicer(registry, hub, loop, policies, JobTokens(config.auth.job_token_secret), identity)

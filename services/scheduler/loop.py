@@ -45,6 +45,7 @@ class DecisionLoop:
         self._lead_s, self._clock = lead_s, clock
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
+        self.latest: dict[str, JobEstimate] = {}  # per-job numbers of the latest round (leader only)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="decision-loop")
@@ -88,6 +89,7 @@ class DecisionLoop:
         metrics = await self._fetch_metrics()
         views = self._registry.views()
         cluster, est = build_snapshot(views, metrics, await self._fetch_profiles(), self._clock())
+        self.latest = est
         t0 = time.perf_counter()
         decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change))
         duration = time.perf_counter() - t0

@@ -82,10 +82,14 @@ class NodeCacheConfig:
             max_active_fetches=_int(e, "GPUFAIR_CACHE_ACTIVE_FETCHES", 4),
             retries=_int(e, "GPUFAIR_CACHE_RETRIES", 2),
             s3_endpoint=e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"),
-            s3_access_key=e.get("GPUFAIR_S3_ACCESS_KEY", ""),
+            s3_access_key=e.get("GPUFAIR_S3_ACCESS_KEY", "") or _file(e.get("GPUFAIR_S3_ACCESS_KEY_FILE", "")),
             s3_secret_key=secret,
             s3_secure=e.get("GPUFAIR_S3_SECURE", "0").lower() in ("1", "true", "yes"),
         )
+
+
+def _file(path: str) -> str:
+    return Path(path).read_text().strip() if path else ""
 
 
 def _int(env: dict[str, str], name: str, default: int) -> int:

@@ -1,167 +1,242 @@
 """`sd-maxmin`: the optimum under the cost model.
 
-A linear program over per-(job, rank) sample rates x (samples/s). GPU g's
-time is a budget of 1 s/s: every rank on g spends `c * x + a * r_j / B_j`
-(per-sample cost plus the fixed step cost at the job's step rate r_j / B_j).
-The batch split follows the rates (b_k = B_j x_k / r_j), so ">= 1 sample"
-and "<= cap" are linear too. Objective: maximise the minimum exclusive-
-normalised rate t = min_j r_j / R_j; then water-fill: jobs whose fairness
-row is tight (non-zero dual) are frozen at their level and the rest raised
-again; a last LP spends the leftover capacity on total normalised rate.
-Jobs that cannot be re-split (one GPU, pinned) enter with their fixed split.
-Any realisable schedule of any integer split is feasible here, so the first
-round's optimum is an upper bound on the fairness any split can reach.
+Objective (default, `PolicyConfig.maxmin_objective = "sd"`): minimise the
+largest *predicted slow-down* SD_j = (e_j + rem_j / r_j) / alone_j, the
+quantity the reference equalises: it counts time a job has already lost
+(queueing, earlier contention), not just its speed now. For a bound S,
+SD_j <= S is linear in the job's rate: r_j >= rem_j / (S alone_j - e_j); the
+split LP (`gpufair.scheduler.policy.lp`) tells how far a demand vector can
+be scaled, and a Newton-like update on S (each step's rates achieve a
+smaller S; it stops when the demands at S are just feasible) finds the
+optimum S*. Then water-fill: jobs that hold S* (non-zero dual) are frozen at
+it and the rest minimised again (`waterfill_rounds` rounds), and a last LP
+spends the leftover capacity on total exclusive-normalised speed.
+`maxmin_objective = "rate"` maximises the minimum normalised speed r_j / R_j
+instead (instantaneous fairness, blind to history), same machinery.
+
+Speed: jobs interact only through shared GPUs, so each connected component
+is its own problem; lone jobs and one-GPU groups of fixed-split jobs have
+closed forms (`components`), and one LP serves all remaining components at
+once. Any realisable schedule of any integer split is feasible in the LP, so
+its optimum bounds what any integer split can reach; the policy rounds the
+per-rank rates to integer batches that keep every rule.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
-from gpufair.common.errors import FailedPrecondition
+from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy.base import finalize
-from gpufair.scheduler.policy.model import exclusive_rate, slowdown
+from gpufair.scheduler.policy.components import (Components, find_components, fixed_split,
+                                                 lone_job_rates, single_gpu_level)
+from gpufair.scheduler.policy.lp import SplitProgram
+from gpufair.scheduler.policy.model import exclusive_rate
 from gpufair.scheduler.policy.rounding import round_split
 from gpufair.scheduler.policy.simple import current_rates
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig
 
+logger = logging.getLogger(__name__)
+
+OBJECTIVES = ("sd", "rate")
 _TIGHT = 1e-9
+_NEWTON_TOL = 1e-7
+_NEWTON_MAX = 40
+_SLACK = 1 - 1e-9  # frozen floors sit a hair under the level so later LPs stay feasible
 
 
 @dataclass(frozen=True)
 class LpSolution:
-    """Rates per job, per-rank rates of splittable jobs, and the max-min level."""
+    """Rates per job (samples/s), per-rank sample rates, and the levels reached."""
 
     rates: np.ndarray
     rank_rates: tuple[np.ndarray, ...]
-    min_level: float  # first-round optimum: max over splits of min r_j / R_j
+    min_level: float  # min_j r_j / R_j at the solution ("rate": the max-min optimum)
+    max_sd: float = float("inf")  # max predicted SD at the solution ("sd": the optimum)
+    objective: str = "sd"
 
 
-class _Program:
-    """The constraint matrix, built once per decision, solved several times."""
+class _Demands:
+    """Per-job step-rate demand at a level: rate t -> t R_j / B_j; slow-down
+    S -> rem_j / (alone_j (S - m_j) B_j) with m_j = elapsed_j / alone_j."""
 
-    def __init__(self, cluster: ClusterState) -> None:
+    def __init__(self, cluster: ClusterState, objective: str) -> None:
         jobs = cluster.jobs
-        gpus: dict[str, int] = {}
-        self.offsets, off = [], 0
-        for job in jobs:
-            self.offsets.append(off)
-            off += len(job.ranks) if job.splittable else 1
-        self.n_var = off + 1  # the last variable is t
-        cap_r, cap_c, cap_v, bnd_r, bnd_c, bnd_v = [], [], [], [], [], []
-        n_bnd = 0
-        for j, job in enumerate(jobs):
-            o, big_b = self.offsets[j], job.global_batch
-            g = [gpus.setdefault(r.gpu, len(gpus)) for r in job.ranks]
-            a = np.array([r.sec_per_step for r in job.ranks])
-            c = np.array([r.sec_per_sample for r in job.ranks])
-            if not job.splittable:
-                cap_r += g
-                cap_c += [o] * len(g)
-                cap_v += list((a + c * np.array(job.split)) / big_b)
-                continue
-            n = len(g)
-            cols = list(range(o, o + n))
-            for k in range(n):
-                cap_r += [g[k]] * n
-                cap_c += cols
-                cap_v += [a[k] / big_b + (c[k] if m == k else 0.0) for m in range(n)]
-                # rank k gets >= 1 sample: r_j / B - x_k <= 0
-                bnd_r += [n_bnd] * n
-                bnd_c += cols
-                bnd_v += [1.0 / big_b - (1.0 if m == k else 0.0) for m in range(n)]
-                n_bnd += 1
-                cap_k = job.ranks[k].cap
-                if cap_k is not None and cap_k < big_b:  # x_k - cap/B * r_j <= 0
-                    bnd_r += [n_bnd] * n
-                    bnd_c += cols
-                    bnd_v += [(1.0 if m == k else 0.0) - cap_k / big_b for m in range(n)]
-                    n_bnd += 1
-        self.static = sp.vstack([
-            sp.csr_matrix((cap_v, (cap_r, cap_c)), shape=(len(gpus), self.n_var)),
-            sp.csr_matrix((bnd_v, (bnd_r, bnd_c)), shape=(n_bnd, self.n_var)),
-        ]).tocsr()
-        self.static_b = np.concatenate([np.ones(len(gpus)), np.zeros(n_bnd)])
-        self.excl = np.array([exclusive_rate(job) for job in jobs])
-        sizes = [len(job.ranks) if job.splittable else 1 for job in jobs]
-        rows = np.repeat(np.arange(len(jobs)), sizes)
-        # rate[j] = sum of job j's variables
-        self.rate_of = sp.csr_matrix((np.ones(off), (rows, np.arange(off))),
-                                     shape=(len(jobs), self.n_var))
+        self.sd = objective == "sd"
+        self.excl = np.array([exclusive_rate(j) for j in jobs])
+        self.batch = np.array([j.global_batch for j in jobs], dtype=float)
+        alone = np.array([j.samples_total for j in jobs]) / self.excl
+        rem = np.array([max(j.samples_total - j.samples_done, 0.0) for j in jobs])
+        self.floor = np.array([j.elapsed_s for j in jobs]) / alone
+        self.weight = rem / (alone * self.batch)  # step rate x (S - m_j)
+        self.wants = rem > 0 if self.sd else np.ones(len(jobs), dtype=bool)
 
-    def solve(self, floors: np.ndarray, active: np.ndarray, objective: np.ndarray,
-              t_bounds: tuple[float, float | None]):
-        """One LP: rows t*R_j - r_j <= 0 for active jobs, -r_j <= -floor otherwise."""
-        t_col = sp.csr_matrix((self.excl * active, (np.arange(len(active)),
-                                                    np.full(len(active), self.n_var - 1))),
-                              shape=(len(active), self.n_var))
-        fair = t_col - self.rate_of
-        a_ub = sp.vstack([self.static, fair]).tocsr()
-        b_ub = np.concatenate([self.static_b, -floors * (~active)])
-        bounds = [(0, None)] * (self.n_var - 1) + [t_bounds]
-        res = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-        if res.status != 0:
-            raise FailedPrecondition(f"sd-maxmin LP failed: {res.message}")
-        return res, res.ineqlin.marginals[self.static.shape[0]:]
+    def at(self, level: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Step-rate demands of jobs `idx` at their levels (0: wants nothing)."""
+        if not self.sd:
+            return level * self.excl[idx] / self.batch[idx]
+        gap = np.maximum(level - self.floor[idx], 1e-300)
+        return np.where(self.wants[idx], self.weight[idx] / gap, 0.0)
+
+    def start(self) -> np.ndarray:
+        """A level every job can be asked for: its SD if it ran alone from now on."""
+        return self.floor + self.weight * self.batch / self.excl + 1.0 if self.sd \
+            else np.ones(len(self.excl))
 
 
-def solve_maxmin(cluster: ClusterState, rounds: int = 2) -> LpSolution:
-    """Lexicographic max-min normalised rates (see the module docstring)."""
-    prog = _Program(cluster)
-    n_job = len(cluster.jobs)
-    active = np.ones(n_job, dtype=bool)
-    floors = np.zeros(n_job)
-    max_t = np.zeros(prog.n_var)
-    max_t[-1] = -1.0
-    first, level = None, 0.0
+def _trivial(cluster: ClusterState, comps: Components, dem: _Demands,
+             steps: np.ndarray, rank_b: list) -> None:
+    """Fill step rates and real batches of the closed-form components."""
+    for j, (s, b) in lone_job_rates(cluster, comps.lone).items():
+        steps[j], rank_b[j] = s, b
+    groups = [g for g in comps.single_gpu if dem.wants[list(g)].any()]
+    if not groups:
+        return
+    idx = np.array([j for g in groups for j in g])
+    owner = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    usage = np.array([cluster.jobs[j].ranks[0].step_time(fixed_split(cluster.jobs[j])[0])
+                      for j in idx])  # GPU seconds per step
+    if dem.sd:
+        live = dem.wants[idx]
+        level = single_gpu_level(usage, owner, len(groups), np.where(live, dem.floor[idx], -np.inf),
+                                 np.where(live, dem.weight[idx], 0.0))[owner]
+    else:
+        level = (1.0 / np.bincount(owner, weights=usage * dem.excl[idx] / dem.batch[idx]))[owner]
+    steps[idx] = dem.at(level, idx)
+    for j in idx:
+        rank_b[j] = np.array(fixed_split(cluster.jobs[j]), dtype=float)
+
+
+def _levels(prog: SplitProgram, dem: _Demands, sub: np.ndarray, active: np.ndarray,
+            level: np.ndarray, floors: np.ndarray):
+    """Optimal level of every component for its active jobs: the last LP
+    result and a feasible per-job level (rate: max t; sd: min S)."""
+    if not dem.sd:
+        res = prog.solve(np.where(active, dem.at(np.ones(len(sub)), sub), 0.0), floors)
+        return res, res.levels[prog.comp_of]
+    comp, n_comp = prog.comp_of, prog.n_comp
+    m, w = dem.floor[sub], dem.weight[sub]
+    live = np.bincount(comp, weights=active, minlength=n_comp) > 0
+    top = np.full(n_comp, -np.inf)
+    np.maximum.at(top, comp[active], m[active])
+    lo, up = top.copy(), np.full(n_comp, np.inf)
+    s = np.full(n_comp, -np.inf)
+    np.maximum.at(s, comp, level)
+    for it in range(_NEWTON_MAX):
+        res = prog.solve(np.where(active, dem.at(s[comp], sub), 0.0), floors)
+        lam = np.maximum(res.levels, 1e-300)
+        # Upper bound: the LP's rates lam * demand(S) achieve m + (S - m) / lam.
+        got = np.where(active, m + (s[comp] - m) / lam[comp], -np.inf)
+        cand = np.full(n_comp, -np.inf)
+        np.maximum.at(cand, comp, got)
+        up = np.where(live, np.minimum(up, cand), up)
+        # Lower bound: with this LP's duals y fixed, lam(S') <= lam / sum_j y_j
+        # demand_j(S') (weak duality), so lam(S') >= 1 needs sum = lam.
+        y = np.where(active, -res.demand_duals, 0.0)
+        has = y > _TIGHT
+        if has.any():
+            low = single_gpu_level(y[has] / lam[comp[has]], comp[has], n_comp, m[has], w[has])
+            lo = np.where(np.bincount(comp[has], minlength=n_comp) > 0, np.maximum(lo, low), lo)
+        if np.all(~live | (up - lo <= _NEWTON_TOL * np.maximum(np.abs(up), 1.0))):
+            break
+        with np.errstate(invalid="ignore"):  # dead components hold -inf / inf
+            s = np.where(~live, s, np.where(lo > top, lo, top + 0.5 * (up - top)))
+    logger.debug("sd-maxmin: %d LP solves for the level", it + 1)
+    return res, up[comp]
+
+
+def _solve_general(cluster: ClusterState, comps: Components, dem: _Demands, rounds: int,
+                   steps: np.ndarray, rank_x: list) -> None:
+    """Lexicographic rounds plus the leftover LP for components that need it."""
+    sub = np.array([j for g in comps.general for j in g], dtype=int)
+    comp_of = np.repeat(np.arange(len(comps.general)), [len(g) for g in comps.general])
+    prog = SplitProgram(cluster, sub, comp_of)
+    active = dem.wants[sub].copy()
+    floors = np.zeros(len(sub))
+    level = dem.start()[sub]
+    if dem.sd:  # one shared starting level per component
+        top = np.full(prog.n_comp, -np.inf)
+        np.maximum.at(top, comp_of, level)
+        level = top[comp_of]
     for _ in range(max(rounds, 1)):
-        res, duals = prog.solve(floors, active, max_t, (level, None))
-        level = float(res.x[-1])
-        first = level if first is None else first
-        tight = active & (np.abs(duals) > _TIGHT)
-        if not tight.any():
-            tight = active.copy()
-        floors[tight] = level * prog.excl[tight] * (1 - 1e-7)
-        active &= ~tight
         if not active.any():
             break
-    floors[active] = level * prog.excl[active] * (1 - 1e-7)
-    total = -(prog.rate_of.T @ (1.0 / prog.excl))
-    res, _ = prog.solve(floors, np.zeros(n_job, dtype=bool), np.append(total[:-1], 0.0),
-                        (0.0, 0.0))
-    x = res.x
-    rates = prog.rate_of @ x
-    per_rank = tuple(x[o:o + len(job.ranks)] if job.splittable else np.array([rates[j]])
-                     for j, (job, o) in enumerate(zip(cluster.jobs, prog.offsets)))
-    return LpSolution(rates, per_rank, float(first or 0.0))
+        res, level = _levels(prog, dem, sub, active, level, floors)
+        tight = active & (np.abs(res.demand_duals) > _TIGHT)
+        none = np.bincount(comp_of, weights=tight, minlength=prog.n_comp) == 0
+        tight |= active & none[comp_of]  # degenerate duals: freeze the whole component
+        floors = np.where(tight, dem.at(level, sub) * _SLACK, floors)
+        active &= ~tight
+    floors = np.where(active, dem.at(level, sub) * _SLACK, floors)
+    res = prog.solve(np.zeros(len(sub)), floors, throughput=dem.batch[sub] / dem.excl[sub])
+    steps[sub] = res.steps
+    for i, j in enumerate(sub):
+        rank_x[j] = res.rank_rates[i]
+
+
+def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd") -> LpSolution:
+    """Lexicographic max-min of the chosen objective (see the module docstring)."""
+    if objective not in OBJECTIVES:
+        raise InvalidArgument(f"unknown sd-maxmin objective {objective!r}; "
+                              f"choose one of {', '.join(OBJECTIVES)}")
+    n = len(cluster.jobs)
+    dem = _Demands(cluster, objective)
+    comps = find_components(cluster)
+    steps = np.zeros(n)
+    per_rank: list = [None] * n
+    rank_b: list = [None] * n
+    _trivial(cluster, comps, dem, steps, rank_b)
+    if comps.general:
+        _solve_general(cluster, comps, dem, rounds, steps, per_rank)
+    for j, job in enumerate(cluster.jobs):
+        if per_rank[j] is None:
+            b = rank_b[j] if rank_b[j] is not None else np.array(fixed_split(job), dtype=float)
+            per_rank[j] = steps[j] * b
+    rates = steps * dem.batch
+    sds = _slowdowns(cluster, dem.excl, rates)[dem.wants]
+    return LpSolution(rates, tuple(per_rank), float(np.min(rates / dem.excl)) if n else 0.0,
+                      float(sds.max()) if len(sds) else 1.0, objective)
+
+
+def _slowdowns(cluster: ClusterState, excl: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """`model.slowdown` for every job at once (inf at rate 0)."""
+    total = np.array([j.samples_total for j in cluster.jobs])
+    rem = np.maximum(total - np.array([j.samples_done for j in cluster.jobs]), 0.0)
+    elapsed = np.array([j.elapsed_s for j in cluster.jobs])
+    with np.errstate(divide="ignore"):
+        return np.where(rates > 0, (elapsed + rem / rates) / (total / excl), np.inf)
 
 
 class SdMaxMinPolicy:
-    """Split every multi-GPU job as the lexicographic max-min LP says."""
+    """Split every multi-GPU job as the lexicographic max-min optimum says."""
 
     name = "sd-maxmin"
 
     def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
-        """Solve the LP once for the whole cluster and round each job's share."""
+        """Solve once for the whole cluster and round each job's share."""
         if not cluster.jobs:
             return {}
-        sol = solve_maxmin(cluster, config.waterfill_rounds)
+        sol = solve_maxmin(cluster, config.waterfill_rounds, config.maxmin_objective)
         rates = current_rates(cluster)
+        excl = np.array([exclusive_rate(j) for j in cluster.jobs])
+        sd_now, sd_lp = _slowdowns(cluster, excl, rates), _slowdowns(cluster, excl, sol.rates)
+        goal = (f"no job's predicted SD need exceed {sol.max_sd:.2f}" if sol.objective == "sd"
+                else f"every job can reach >= {sol.min_level:.3f} of its exclusive speed")
         out = {}
         for j, job in enumerate(cluster.jobs):
             lp_rate = float(sol.rates[j])
-            nums = {"sd_now": slowdown(job, float(rates[j])), "rate_now": float(rates[j]),
-                    "lp_rate": lp_rate, "lp_norm_rate": lp_rate / exclusive_rate(job),
-                    "lp_min_norm_rate": sol.min_level, "sd_at_lp_rate": slowdown(job, lp_rate)}
+            nums = {"sd_now": float(sd_now[j]), "rate_now": float(rates[j]), "lp_rate": lp_rate,
+                    "lp_norm_rate": lp_rate / excl[j], "lp_min_norm_rate": sol.min_level,
+                    "lp_max_sd": sol.max_sd, "sd_at_lp_rate": float(sd_lp[j])}
             split = job.split
             if job.splittable and lp_rate > 0:
                 split = round_split(list(sol.rank_rates[j]), job.global_batch,
                                     [r.cap for r in job.ranks])
-            reason = (f"max-min LP: every job can reach >= {sol.min_level:.3f} of its exclusive "
-                      f"speed; this job gets {nums['lp_norm_rate']:.3f} (SD {nums['sd_now']:.2f} "
-                      f"now, {nums['sd_at_lp_rate']:.2f} at the LP rate)")
+            reason = (f"max-min ({sol.objective}): {goal}; this job gets "
+                      f"{nums['lp_norm_rate']:.3f} of its exclusive speed (SD "
+                      f"{nums['sd_now']:.2f} now, {nums['sd_at_lp_rate']:.2f} at the planned rate)")
             out[job.job] = finalize(job, self.name, split, config, reason, nums)
         return out

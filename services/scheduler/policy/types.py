@@ -83,11 +83,15 @@ class PolicyConfig:
     feedback_gain: step size of `sd-feedback` (fraction of the SD gap).
     waterfill_rounds: lexicographic max-min rounds of `sd-maxmin` before the
       final "use the leftover capacity" LP.
+    maxmin_objective: what `sd-maxmin` equalises: "sd" (minimise the largest
+      predicted slow-down, counting time already lost) or "rate" (maximise
+      the smallest exclusive-normalised speed now).
     """
 
     min_change: float = 0.05
     feedback_gain: float = 0.5
     waterfill_rounds: int = 2
+    maxmin_objective: str = "sd"
 
 
 def _frozen_numbers(numbers: Mapping[str, float]) -> Mapping[str, float]:

@@ -9,7 +9,9 @@ Placement rule (the same for every policy): an arriving job takes the
 `num_gpus` GPUs with the fewest occupants (ties broken by a seeded random
 draw), sharing GPUs once every GPU is busy, but never more than
 `max_per_gpu` jobs on one GPU; a job that does not fit waits in a FIFO queue
-(later jobs may start first if they fit). Its wait counts in its slow-down.
+(later jobs may start first if they fit). Its wait counts in its slow-down
+(`sd`, end to end); `run_sd` counts only the time since it was placed, the
+part a split policy can change.
 A job starts with the even split; every `period_s` the policy sees every
 running job (costs as "measured", optionally with noise) and its changed
 splits apply at once. Only multi-GPU jobs are ever re-split.
@@ -51,6 +53,7 @@ class _Running:
     gpus: tuple[int, ...]
     split: tuple[int, ...]
     exclusive_rate: float
+    started_s: float
     done: float = 0.0
 
 
@@ -84,7 +87,7 @@ class Simulator:
         self._running: dict[str, _Running] = {}
         self._queue: list[TraceJob] = []
 
-    def _place(self, job: TraceJob) -> bool:
+    def _place(self, job: TraceJob, now: float) -> bool:
         free = [g for g in range(self._cfg.num_gpus) if len(self._occ[g]) < self._cfg.max_per_gpu]
         if len(free) < job.num_gpus:
             return False
@@ -96,11 +99,11 @@ class Simulator:
         cost = self._colo.cost(job.model)
         self._running[job.job] = _Running(job, cost, gpus,
                                           even_split(job.global_batch, job.num_gpus),
-                                          exclusive_rate_of(cost, job))
+                                          exclusive_rate_of(cost, job), now)
         return True
 
-    def _drain_queue(self) -> None:
-        self._queue = [job for job in self._queue if not self._place(job)]
+    def _drain_queue(self, now: float) -> None:
+        self._queue = [job for job in self._queue if not self._place(job, now)]
 
     def _states(self, now: float, noisy: bool) -> list[JobState]:
         out = []
@@ -157,7 +160,7 @@ class Simulator:
                 finished.append(self._finish(n, now))
             while pending and pending[0].arrival_s <= now:
                 self._queue.append(pending.pop(0))
-            self._drain_queue()
+            self._drain_queue(now)
             if self._running and now >= next_tick - 1e-9:
                 decision_s += self._apply_policy(now)
                 decisions += 1
@@ -176,4 +179,5 @@ class Simulator:
             self._occ[g].remove(name)
         jct = now - run.trace.arrival_s
         alone = run.trace.total_samples / run.exclusive_rate
-        return JobResult(name, jct / alone, jct, run.trace.arrival_s, now, run.trace.num_gpus)
+        return JobResult(name, jct / alone, jct, run.trace.arrival_s, now, run.trace.num_gpus,
+                         run.started_s, (now - run.started_s) / alone)
