@@ -28,8 +28,10 @@ def test_every_point_is_measured_with_positive_numbers(cnn_profile) -> None:
         assert m.device_type == "cpu" and m.gpu_util_pct is None  # no NVML here
         assert m.samples_per_s > 0 and m.peak_mem_bytes > 0
         assert m.step_s_p10 <= m.step_s <= m.step_s_p90
-        # samples/s and step time describe the same run (median vs mean: loose).
-        assert 0.5 < m.samples_per_s * m.step_s / (m.devices * m.batch) < 2.0
+        # samples/s is a mean over the timed steps, step_s their median: machine
+        # noise only drags the mean upwards, never below the fastest steps.
+        mean_step = m.devices * m.batch / m.samples_per_s
+        assert mean_step >= 0.9 * m.step_s_p10
 
 
 def test_throughput_grows_with_batch_as_the_fitted_model_predicts(cnn_profile) -> None:
