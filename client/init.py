@@ -13,6 +13,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
 from gpufair.client.commands import GrpcCommandSource
 from gpufair.client.config import ClientConfig
+from gpufair.client.devices import probe_for
 from gpufair.client.session import Placement, Session, _local_device, _rank_world
 from gpufair.client.telemetry import TelemetryReporter
 from gpufair.common.errors import InvalidArgument
@@ -77,6 +78,6 @@ def init(job_id: str, global_batch: int, *, model: str, total_samples: int | Non
     busy = session.busy_seconds if emulated_device is not None else None
     session._reporter = TelemetryReporter(session._channel(cfg.metrics_addr), job_id=job_id, rank=rank, node=cfg.node,
                                           device_id=device_id, global_batch=global_batch, total_samples=total_samples,
-                                          metadata=session.metadata, busy_clock=busy)
+                                          metadata=session.metadata, busy_clock=busy, device_probe=probe_for(device_id, emulated_device))
     session._commands = GrpcCommandSource(session._channel(cfg.scheduler_addr), job_id=job_id, rank=rank, metadata=session.metadata)
     return session

@@ -71,7 +71,7 @@ class PipelineRunner:
         pipeline = parse_pipeline(text, source or "<submitted>")
         fetchable = [d.uri for d in pipeline.datasets if d.fetchable]
         sizes = {uri: s for uri, s in zip(fetchable, await asyncio.gather(*(self._size_of(u) for u in fetchable))) if s is not None}
-        durations = await self._durations([s.name for s in pipeline.steps])
+        durations = await self._durations([s.history_key(pipeline.name) for s in pipeline.steps])
         the_plan = plan(pipeline, durations=durations, sizes=sizes, bandwidth_bytes_per_s=self.bandwidth, now=0.0)
         now = self._clock()
         run = Run(run_id or run_id_for(pipeline.name, now), the_plan, now)

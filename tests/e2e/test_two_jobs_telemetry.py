@@ -30,12 +30,15 @@ async def test_metrics_match_what_two_real_ddp_jobs_measured(tmp_path: Path, etc
     metrics, _ = await start_metrics(CommonConfig(listen="127.0.0.1:0"))
     cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr=f"127.0.0.1:{metrics.port}")
     sched = await start_replica(cfg, PolicySettings("even", 0.5, 0.05))
-    env = dict(os.environ, GPUFAIR_METRICS_ADDR=f"127.0.0.1:{metrics.port}", GPUFAIR_SCHEDULER_ADDR=f"127.0.0.1:{sched.server.port}")
+    env = dict(os.environ, GPUFAIR_METRICS_ADDR=f"127.0.0.1:{metrics.port}", GPUFAIR_SCHEDULER_ADDR=f"127.0.0.1:{sched.server.port}",
+               GPUFAIR_EMU_GPUS="2", GPUFAIR_EMU_DIR=str(tmp_path / "emu"))
     jobs = []
     try:
         for name, batch in [("job-x", 64), ("job-y", 32)]:
+            # job-x runs on two emulated GPUs, job-y on plain CPUs.
+            per_rank = [["--emu-device", str(r)] for r in range(2)] if name == "job-x" else None
             jobs.append(launch(name, [str(EXAMPLE), "--job", name, "--global-batch", str(batch), "--epochs", "1", "--dataset-size", "2048",
-                                      "--hidden", "64", "--stats-out", str(tmp_path / name)], 2, tmp_path, env))
+                                      "--hidden", "64", "--stats-out", str(tmp_path / name)], 2, tmp_path, env, per_rank))
         for job in jobs:
             codes = await _wait(job, 180)
             assert codes == [0, 0], job.logs()
@@ -56,6 +59,11 @@ async def test_metrics_match_what_two_real_ddp_jobs_measured(tmp_path: Path, etc
                     assert rs.compute_s_per_sample * m["samples"] == pytest.approx(m["compute_s"], rel=0.5)
             jobs_seen = {j.job_id for j in (await stub.ListJobStats(mpb.ListJobStatsRequest())).jobs}
             assert {"job-x", "job-y"} <= jobs_seen
+            devices = {d.device_id: d for d in (await stub.ListDeviceStats(mpb.ListDeviceStatsRequest())).devices}
+            emulated = [d for d in devices.values() if d.source == mpb.DEVICE_SOURCE_EMULATED]
+            assert len(emulated) == 2 and all([o.job_id for o in d.occupants] == ["job-x"] for d in emulated)
+            assert all(0 < d.utilization_percent <= 100 for d in emulated)
+            assert sum(1 for d in devices.values() if d.device_id.startswith("cpu-")) == 2  # job-y's ranks
     finally:
         for job in jobs:
             job.kill()
