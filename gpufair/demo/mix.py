@@ -93,7 +93,11 @@ def measure_exclusive(env: dict[str, str], workdir: Path, steps: int = 40) -> di
         stats = workdir / f"{job.name}-exclusive"
         jobs.append(launch(f"{job.name}-exclusive", _trainer_args(job, f"{job.name}-exclusive", devs, steps, stats, ["--no-gpufair"]),
                            len(devs), workdir / "logs", env))
-    _wait_all(jobs, 180)
+    try:
+        _wait_all(jobs, 180)
+    finally:
+        for j in jobs:
+            j.kill()
     rates = {}
     for job in MIX:
         ranks = _read_stats(workdir / f"{job.name}-exclusive", len(job.devices))

@@ -177,7 +177,8 @@ class S3Server:
         argv = [str(moto) if moto.exists() else "moto_server", "-H", "127.0.0.1", "-p", str(self.port)]
         log_path = self.workdir / "s3.log"
         log_path.write_bytes(b"")
-        self.child = _spawn(argv, log_path)
+        # The work dir in the environment tags the process as ours (cleanup checks find it).
+        self.child = _spawn(argv, log_path, dict(os.environ, GPUFAIR_LOCAL_WORKDIR=str(self.workdir)))
 
         def ready() -> bool:
             if self.port == 0:

@@ -1,0 +1,58 @@
+"""`make demo` stops everything it started, also when interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline or text in environ:  # services and the S3 endpoint carry it in their environment
+            found.append(f"{proc.name}: {cmdline[:150]}")
+    return found
+
+
+def test_ctrl_c_during_the_demo_stops_every_process_it_started(tmp_path: Path) -> None:
+    out = tmp_path / "demo-out"
+    proc = subprocess.Popen([sys.executable, "-m", "gpufair.demo", "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # wait until trainers run: the stack and jobs are all up
+            lines.append(line)
+            if line.startswith("measuring each job's exclusive speed"):
+                break
+        else:
+            pytest.fail("demo ended before starting its jobs:\n" + "".join(lines))
+        deadline = time.monotonic() + 30
+        while not list((out / "logs").glob("*.log")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_mentioning(str(out)), "no demo child processes found while it runs"
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 130, "".join(lines) + rest
+        deadline = time.monotonic() + 15
+        while _processes_mentioning(str(out)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _processes_mentioning(str(out)) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
