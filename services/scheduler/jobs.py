@@ -67,6 +67,11 @@ def _id(kind: str, value: str) -> str:
         raise InvalidArgument(str(exc)) from None
 
 
+def check_job_id(job_id: str) -> str:
+    """`job_id` if it is a valid id, else InvalidArgument naming what is wrong."""
+    return _id("job_id", job_id)
+
+
 def validate_spec(spec: JobSpec) -> JobSpec:
     """Return the spec if it can be scheduled; InvalidArgument naming the problem otherwise."""
     _id("job_id", spec.job_id)

@@ -46,6 +46,7 @@ class DecisionLoop:
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
         self.latest: dict[str, JobEstimate] = {}  # per-job numbers of the latest round (leader only)
+        self._profiles: Profiles = {}  # the last profiles read, for reads while etcd is unreachable
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="decision-loop")
@@ -74,8 +75,16 @@ class DecisionLoop:
     async def estimates(self) -> dict[str, JobEstimate]:
         """Current per-job numbers (for admin reads on any replica)."""
         metrics = await self._safe_metrics()
-        _, est = build_snapshot(self._registry.views(), metrics, await self._fetch_profiles(), self._clock())
+        _, est = build_snapshot(self._registry.views(), metrics, await self._safe_profiles(), self._clock())
         return est
+
+    async def _safe_profiles(self) -> Profiles:
+        # Reads serve the last good state during an etcd outage (the job mirror does the same).
+        try:
+            self._profiles = await self._fetch_profiles()
+        except Unavailable as exc:
+            logger.info("profiles unavailable, using the last ones read: %s", exc)
+        return self._profiles
 
     async def _safe_metrics(self) -> dict[str, JobMetrics]:
         try:

@@ -12,7 +12,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
 from gpufair.common.errors import InvalidArgument, NotFound
 from gpufair.scheduler.hub import CommandHub
-from gpufair.scheduler.jobs import JobSpec, Placement, Split, validate_batch_sizes, validate_spec
+from gpufair.scheduler.jobs import JobSpec, Placement, Split, check_job_id, validate_batch_sizes, validate_spec
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.policy import even_split, policy_names
 from gpufair.scheduler.registry import JobRegistry, JobView
@@ -166,3 +166,4 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
 def _require(job_id: str) -> None:
     if not job_id:
         raise InvalidArgument("job_id is required")
+    check_job_id(job_id)  # a malformed id is the caller's error, not a failed key lookup

@@ -1,4 +1,7 @@
-"""sd-maxmin against brute force over every integer split, and the model."""
+"""sd-maxmin against brute force over every integer split, and the model.
+
+Both objectives are pinned: "rate" (max-min exclusive-normalised speed) and
+"sd" (min-max predicted slow-down, the default)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      exclusive_rate, shared_rates, solve_maxmin)
+                                      exclusive_rate, shared_rates, slowdown, solve_maxmin)
+
+RATE = PolicyConfig(min_change=0.0, maxmin_objective="rate")
+SD = PolicyConfig(min_change=0.0, maxmin_objective="sd")
 
 
 def level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
@@ -41,6 +47,32 @@ def brute_force(cluster: ClusterState) -> float:
                for s in itertools.product(*(list(all_splits(j)) for j in cluster.jobs)))
 
 
+def sd_level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
+    """Smallest max predicted SD reachable with these splits fixed (bisection):
+    job j needs rate rem/(alone (S - m)) and loads each GPU by rate * w / B."""
+    def fits(s: float) -> bool:
+        load: dict[str, float] = {}
+        for job, split in zip(cluster.jobs, splits):
+            alone = job.samples_total / exclusive_rate(job)
+            rate = (job.samples_total - job.samples_done) / (alone * s - job.elapsed_s)
+            for rank, b in zip(job.ranks, split):
+                load[rank.gpu] = load.get(rank.gpu, 0.0) + rate * rank.step_time(b) / job.global_batch
+        return max(load.values()) <= 1.0
+    lo = max(j.elapsed_s / (j.samples_total / exclusive_rate(j)) for j in cluster.jobs)
+    hi = lo + 1.0
+    while not fits(hi):
+        hi = lo + 2 * (hi - lo)
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
+
+
+def brute_force_sd(cluster: ClusterState) -> float:
+    return min(sd_level(cluster, list(s))
+               for s in itertools.product(*(list(all_splits(j)) for j in cluster.jobs)))
+
+
 @st.composite
 def small_clusters(draw) -> ClusterState:
     """Two or three jobs on three GPUs, at most two splittable (brute force stays small)."""
@@ -53,23 +85,83 @@ def small_clusters(draw) -> ClusterState:
         ranks = tuple(RankState(g, b, draw(st.floats(1e-3, 5e-2)), draw(st.floats(0, 2e-2)),
                                 draw(st.one_of(st.none(), st.integers(-(-big_b // n), big_b))))
                       for g, b in zip(gpus, split))
-        jobs.append(JobState(f"j{j}", big_b, ranks, 0, 1e4, 0))
+        done, elapsed = draw(st.sampled_from([(0.0, 0.0), (5e3, 50.0), (9e3, 400.0)]))
+        jobs.append(JobState(f"j{j}", big_b, ranks, done, 1e4, elapsed))
     return ClusterState(tuple(jobs))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=small_clusters())
-def test_lp_bounds_every_integer_split_and_maxmin_reaches_it(cluster):
+def test_rate_lp_bounds_every_integer_split_and_maxmin_reaches_it(cluster):
     best = brute_force(cluster)
-    sol = solve_maxmin(cluster)
-    assert sol.min_level >= best * (1 - 1e-6)
-    ds = decide(cluster, "sd-maxmin", PolicyConfig(min_change=0.0))
+    sol = solve_maxmin(cluster, objective="rate")
+    assert sol.min_level >= best * (1 - 1e-5)  # floors sit 1e-6 under the level
+    ds = decide(cluster, "sd-maxmin", RATE)
     got = level(cluster, [ds[j.job].split for j in cluster.jobs])
     assert got <= best * (1 + 1e-9)
     # Rounding to integers costs at most a few samples' worth per rank.
     worst_b = min(j.global_batch for j in cluster.jobs if j.splittable) \
         if any(j.splittable for j in cluster.jobs) else 1
     assert got >= best * (1 - 4.0 / worst_b) - 1e-9
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=small_clusters())
+def test_sd_optimum_bounds_every_integer_split_and_decide_reaches_it(cluster):
+    best = brute_force_sd(cluster)
+    sol = solve_maxmin(cluster)
+    assert sol.max_sd <= best * (1 + 1e-5) + 1e-9
+    # The planned rates respect every GPU's time budget.
+    load: dict[str, float] = {}
+    for job, x in zip(cluster.jobs, sol.rank_rates):
+        for rank, xk in zip(job.ranks, x):
+            load[rank.gpu] = load.get(rank.gpu, 0.0) + rank.sec_per_step * x.sum() \
+                / job.global_batch + rank.sec_per_sample * xk
+    assert max(load.values()) <= 1 + 1e-6
+    ds = decide(cluster, "sd-maxmin", SD)
+    got = sd_level(cluster, [ds[j.job].split for j in cluster.jobs])
+    assert got >= best * (1 - 1e-9)
+    worst_b = min((j.global_batch for j in cluster.jobs if j.splittable), default=1)
+    assert got <= best * (1 + 8.0 / worst_b) + 1e-9
+
+
+def test_sd_objective_favours_the_job_that_already_lost_time():
+    # Identical jobs sharing g1; "late" has already waited 1.5x its alone time.
+    # Equal speeds (the rate objective) leave it worst off; the SD objective
+    # moves "fresh" off the shared GPU so "late" can use it.
+    r = RankState
+    late = JobState("late", 20, (r("g0", 10, 0.01), r("g1", 10, 0.01)), 0, 1e4, 150.0)
+    fresh = JobState("fresh", 20, (r("g1", 10, 0.01), r("g2", 10, 0.01)), 0, 1e4, 0.0)
+    cluster = ClusterState((late, fresh))
+    by_rate, by_sd = solve_maxmin(cluster, objective="rate"), solve_maxmin(cluster)
+    assert by_sd.max_sd < by_rate.max_sd - 0.1
+    assert by_sd.max_sd <= brute_force_sd(cluster) * (1 + 1e-5)
+    d = decide(cluster, "sd-maxmin", SD)
+    assert d["fresh"].split[0] < d["fresh"].split[1]
+    assert by_sd.rates[0] > by_sd.rates[1] and by_rate.rates[0] == pytest.approx(by_rate.rates[1], rel=1e-4)
+
+
+def test_components_are_solved_independently():
+    r = RankState
+    part = (JobState("a", 40, (r("g0", 20, 0.01, 0.01), r("g1", 20, 0.02)), 100, 1e4, 30.0),
+            JobState("b", 30, (r("g1", 30, 0.01),), 0, 1e4, 0.0),
+            JobState("c", 20, (r("g0", 10, 0.01), r("g2", 10, 0.01)), 0, 1e4, 5.0))
+    copy = tuple(JobState(j.job + "'", j.global_batch,
+                          tuple(RankState(k.gpu + "'", k.batch, k.sec_per_sample, k.sec_per_step)
+                                for k in j.ranks), j.samples_done, j.samples_total, j.elapsed_s)
+                 for j in part)
+    for objective in ("sd", "rate"):
+        alone = solve_maxmin(ClusterState(part), objective=objective)
+        both = solve_maxmin(ClusterState(part + copy), objective=objective)
+        assert both.rates[:3] == pytest.approx(alone.rates, rel=1e-5)
+        assert both.rates[3:] == pytest.approx(alone.rates, rel=1e-5)
+
+
+def test_unknown_objective_is_invalid_argument():
+    from gpufair.common.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match="objective"):
+        decide(ClusterState((JobState("a", 2, (RankState("g0", 2, 0.1),)),)), "sd-maxmin",
+               PolicyConfig(maxmin_objective="fastest"))
 
 
 def test_maxmin_hits_the_brute_force_optimum_when_it_is_integral():
@@ -81,9 +173,11 @@ def test_maxmin_hits_the_brute_force_optimum_when_it_is_integral():
         JobState("solo", 60, (r("g0", 60, 0.01),), 0, 1e4, 0),
     ))
     best = brute_force(cluster)
-    ds = decide(cluster, "sd-maxmin", PolicyConfig(min_change=0.0))
-    assert level(cluster, [ds[j.job].split for j in cluster.jobs]) == pytest.approx(best)
-    assert solve_maxmin(cluster).min_level == pytest.approx(best, rel=1e-6)
+    for cfg in (RATE, SD):  # no history: both objectives agree here
+        ds = decide(cluster, "sd-maxmin", cfg)
+        assert level(cluster, [ds[j.job].split for j in cluster.jobs]) == pytest.approx(best)
+    assert solve_maxmin(cluster, objective="rate").min_level == pytest.approx(best, rel=1e-5)
+    assert solve_maxmin(cluster).max_sd == pytest.approx(1 / best, rel=1e-5)
 
 
 def test_waterfill_spends_leftover_capacity():
@@ -94,10 +188,11 @@ def test_waterfill_spends_leftover_capacity():
         JobState("j1", 10, (r("g0", 10, 0.01),), 0, 1e4, 0),
         JobState("j2", 10, (r("g2", 10, 0.01),), 0, 1e4, 0),
     ))
-    sol = solve_maxmin(cluster)
-    norm = sol.rates / np.array([exclusive_rate(j) for j in cluster.jobs])
-    assert sol.min_level == pytest.approx(0.5, rel=1e-6)
-    assert norm[2] == pytest.approx(1.0, rel=1e-6)
+    for objective in ("rate", "sd"):
+        sol = solve_maxmin(cluster, objective=objective)
+        norm = sol.rates / np.array([exclusive_rate(j) for j in cluster.jobs])
+        assert sol.min_level == pytest.approx(0.5, rel=1e-5)
+        assert norm[2] == pytest.approx(1.0, rel=1e-5)
 
 
 def test_time_slicing_model_shares_and_redistributes():
@@ -106,10 +201,10 @@ def test_time_slicing_model_shares_and_redistributes():
     assert shared_rates([alone]).rates[0] == pytest.approx(10 / 0.2)
     pair = [JobState("a", 10, (r("g0", 10, 0.01),), 0, 1, 0),
             JobState("b", 10, (r("g0", 10, 0.01),), 0, 1, 0)]
-    assert shared_rates(pair).rates == pytest.approx([50, 50], rel=1e-6)
+    assert shared_rates(pair).rates == pytest.approx([50, 50], rel=1e-5)
     # A synchronous job held back elsewhere leaves its unused share to its neighbour.
     held = [JobState("w", 20, (r("g0", 10, 0.01), r("g1", 10, 0.04)), 0, 1, 0),
             JobState("b", 10, (r("g0", 10, 0.01),), 0, 1, 0)]
     out = shared_rates(held)
     assert out.rates[1] == pytest.approx(75, rel=1e-4)
-    assert out.gpu_busy["g0"] == pytest.approx(1.0, rel=1e-6)
+    assert out.gpu_busy["g0"] == pytest.approx(1.0, rel=1e-5)

@@ -41,6 +41,10 @@ def test_every_job_finishes_no_faster_than_alone(k80, trace, policy):
     assert all(j["sd"] >= 1 - 1e-6 and j["jct_s"] > 0 for j in s["jobs"])
     assert s["max_sd"] >= s["p95_sd"] >= 1 - 1e-6 and s["max_sd"] >= s["mean_sd"]
     assert 0 < s["gpu_util"] <= 1 and 0 < s["jain"] <= 1
+    # Running-time slow-down leaves out the queue wait, never more than end to end.
+    for j in s["jobs"]:
+        assert 1 - 1e-6 <= j["run_sd"] <= j["sd"] + 1e-9 and j["wait_s"] >= 0
+    assert s["max_run_sd"] <= s["max_sd"] + 1e-9
     for key in ("policy", "gpu_type", "num_gpus", "makespan_s"):
         assert key in s
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufair.common.errors import InvalidArgument
+from gpufair.common.errors import FailedPrecondition, InvalidArgument
 from gpufair.scheduler.policy.base import finalize
 from gpufair.scheduler.policy.components import (Components, find_components, fixed_split,
                                                  lone_job_rates, single_gpu_level)
@@ -45,7 +45,7 @@ OBJECTIVES = ("sd", "rate")
 _TIGHT = 1e-9
 _NEWTON_TOL = 1e-7
 _NEWTON_MAX = 40
-_SLACK = 1 - 1e-9  # frozen floors sit a hair under the level so later LPs stay feasible
+_SLACK = 1 - 1e-6  # frozen floors sit under the level: HiGHS is feasible to ~1e-7 only
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,17 @@ def _levels(prog: SplitProgram, dem: _Demands, sub: np.ndarray, active: np.ndarr
     return res, up[comp]
 
 
+def _leftover(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray):
+    """The last LP (total normalised speed above the floors); floors relaxed
+    step by step if rounding noise made them infeasible (s = 0 always fits)."""
+    for relax in (1.0, 1 - 1e-4, 0.0):
+        try:
+            return prog.solve(np.zeros(len(floors)), floors * relax, throughput=weights)
+        except FailedPrecondition:
+            logger.warning("sd-maxmin: leftover LP infeasible at floors x %g; relaxing", relax)
+    raise FailedPrecondition("sd-maxmin: leftover LP infeasible even without floors")
+
+
 def _solve_general(cluster: ClusterState, comps: Components, dem: _Demands, rounds: int,
                    steps: np.ndarray, rank_x: list) -> None:
     """Lexicographic rounds plus the leftover LP for components that need it."""
@@ -171,7 +182,7 @@ def _solve_general(cluster: ClusterState, comps: Components, dem: _Demands, roun
         floors = np.where(tight, dem.at(level, sub) * _SLACK, floors)
         active &= ~tight
     floors = np.where(active, dem.at(level, sub) * _SLACK, floors)
-    res = prog.solve(np.zeros(len(sub)), floors, throughput=dem.batch[sub] / dem.excl[sub])
+    res = _leftover(prog, floors, dem.batch[sub] / dem.excl[sub])
     steps[sub] = res.steps
     for i, j in enumerate(sub):
         rank_x[j] = res.rank_rates[i]
