@@ -1,0 +1,165 @@
+"""Offline readers for deploy/: YAML loading and a small kustomize subset.
+
+`build(dir)` renders a kustomization the way `kubectl kustomize` does for the
+features deploy/k8s uses (resources, components, strategic-merge patches,
+images, replicas, namespace) and refuses anything else, so a feature it does
+not model can never be silently ignored. A patch that matches no object is an
+error, which is how the tests prove every overlay patch applies.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+COMPOSE = DEPLOY / "compose" / "docker-compose.yaml"
+
+Obj = dict[str, Any]
+_SUPPORTED = {"apiVersion", "kind", "resources", "components", "patches", "images", "replicas", "namespace"}
+_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PersistentVolume"}
+POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+
+
+class KustomizeError(Exception):
+    """A kustomization this resolver cannot render faithfully, or a broken one."""
+
+
+def load_all(path: Path) -> list[Obj]:
+    """Every non-empty YAML document in a file."""
+    with path.open(encoding="utf-8") as fh:
+        return [d for d in yaml.safe_load_all(fh) if d is not None]
+
+
+def key(obj: Obj) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """Strategic merge: maps merge, null deletes, lists of named maps merge by name."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
+        return out
+    if _named_list(base) and _named_list(patch):
+        out = list(base)
+        index = {item["name"]: i for i, item in enumerate(out)}
+        for item in patch:
+            if item["name"] in index:
+                out[index[item["name"]]] = merge(out[index[item["name"]]], item)
+            else:
+                out.append(copy.deepcopy(item))
+        return out
+    return copy.deepcopy(patch)
+
+
+def _named_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "name" in i for i in value)
+
+
+def pod_spec(obj: Obj) -> Obj | None:
+    """The pod template spec of a workload, else None."""
+    if obj.get("kind") not in POD_OWNERS:
+        return None
+    return obj["spec"]["template"]["spec"]
+
+
+def containers(obj: Obj, *, init: bool = True) -> Iterator[Obj]:
+    spec = pod_spec(obj)
+    if spec is None:
+        return
+    yield from spec.get("containers", [])
+    if init:
+        yield from spec.get("initContainers", [])
+
+
+def _apply_patch(objs: list[Obj], patch: Obj, source: str) -> None:
+    matches = [i for i, o in enumerate(objs) if key(o) == key(patch)]
+    if len(matches) != 1:
+        raise KustomizeError(f"{source}: patch for {key(patch)} matches {len(matches)} objects, not 1")
+    objs[matches[0]] = merge(objs[matches[0]], patch)
+
+
+def _set_image(image: str, rule: Obj) -> str:
+    name = image.split("@")[0].rsplit(":", 1)[0] if ":" in image.split("/")[-1] else image.split("@")[0]
+    if name != rule["name"]:
+        return image
+    return f"{rule.get('newName', name)}:{rule['newTag']}" if "newTag" in rule else rule.get("newName", name)
+
+
+def _read_kustomization(directory: Path) -> Obj:
+    path = directory / "kustomization.yaml"
+    if not path.is_file():
+        raise KustomizeError(f"{directory}: no kustomization.yaml")
+    (k,) = load_all(path)
+    unknown = set(k) - _SUPPORTED
+    if unknown:
+        raise KustomizeError(f"{path}: fields this resolver does not model: {sorted(unknown)}")
+    return k
+
+
+def _patches(directory: Path, k: Obj) -> Iterator[tuple[Obj, str]]:
+    for p in k.get("patches", []):
+        if set(p) != {"path"}:
+            raise KustomizeError(f"{directory}: only `patches: - path:` is modelled, got {p}")
+        path = directory / p["path"]
+        for doc in load_all(path):
+            yield doc, str(path)
+
+
+def build(directory: Path) -> list[Obj]:
+    """Render the kustomization in `directory` (see the module docstring)."""
+    k = _read_kustomization(directory)
+    objs: list[Obj] = []
+    for res in k.get("resources", []):
+        target = (directory / res).resolve()
+        objs.extend(build(target) if target.is_dir() else load_all(target))
+    for comp in k.get("components", []):
+        cdir = (directory / comp).resolve()
+        ck = _read_kustomization(cdir)
+        if ck.get("kind") != "Component":
+            raise KustomizeError(f"{cdir}: not a Component")
+        for res in ck.get("resources", []):
+            objs.extend(load_all(cdir / res))
+        for patch, src in _patches(cdir, ck):
+            _apply_patch(objs, patch, src)
+    for patch, src in _patches(directory, k):
+        _apply_patch(objs, patch, src)
+    for rule in k.get("replicas", []):
+        hits = [o for o in objs if o["metadata"]["name"] == rule["name"] and "replicas" in o.get("spec", {})]
+        if not hits:
+            raise KustomizeError(f"{directory}: replicas for unknown {rule['name']!r}")
+        for o in hits:
+            o["spec"]["replicas"] = rule["count"]
+    for rule in k.get("images", []):
+        for o in objs:
+            for c in containers(o):
+                c["image"] = _set_image(c["image"], rule)
+    if "namespace" in k:
+        for o in objs:
+            if o["kind"] not in _CLUSTER_SCOPED:
+                o["metadata"]["namespace"] = k["namespace"]
+    return objs
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a script that is not on the package path (deploy/docker/*.py)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
