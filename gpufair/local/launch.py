@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufair.local.procs import free_port
+from gpufair.local.procs import die_with_parent, free_port
 
 
 @dataclass
@@ -51,5 +51,5 @@ def launch(name: str, argv: Sequence[str], world: int, log_dir: Path, env: Mappi
         extra = list(per_rank_args[rank]) if per_rank_args else []
         with open(log_dir / f"{name}.rank{rank}.log", "wb") as log:
             procs.append(subprocess.Popen([sys.executable, *argv, *extra], stdout=log, stderr=subprocess.STDOUT, env=rank_env,
-                                          start_new_session=True))
+                                          start_new_session=True, preexec_fn=die_with_parent))
     return LocalJob(name, procs, log_dir)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufair.local.procs import ChildProcess, EtcdServer, S3Server
+from gpufair.local.procs import ChildProcess, EtcdServer, S3Server, die_with_parent
 
 _PORT = re.compile(r"listening on port (\d+)")
 
@@ -19,7 +19,8 @@ _PORT = re.compile(r"listening on port (\d+)")
 def start_service(module: str, env: dict[str, str], log_path: Path, timeout: float = 60.0) -> tuple[ChildProcess, int]:
     """Run `python -m <module>` on port 0 and read the port it announces."""
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", module], stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", module], stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
+                            preexec_fn=die_with_parent)
     log.close()
     child = ChildProcess(proc, log_path)
     deadline = time.monotonic() + timeout
