@@ -11,7 +11,7 @@ from gpufair import __version__
 
 # Imported lazily by name so one broken or heavy subcommand (torch for `profile`)
 # never slows or breaks the others.
-_COMMANDS = ("status", "admin", "cache", "plan", "sim", "profile")
+_COMMANDS = ("status", "admin", "cache", "plan", "steps", "sim", "profile")
 
 
 def build_parser() -> argparse.ArgumentParser:

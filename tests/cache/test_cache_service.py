@@ -112,3 +112,24 @@ async def test_malformed_pipeline_is_invalid_argument_with_location(node) -> Non
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml="kind: Workflow\nspec: [1, 2\n", source="bad.yaml"))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "bad.yaml" in err.value.details()
+
+
+async def test_recorded_step_durations_drive_the_predicted_starts(node, bucket: str, etcd_endpoint: str, etcd_root: str) -> None:
+    import subprocess
+    import sys
+
+    from gpufair.cache.planner import parse_pipeline
+
+    text = PIPELINE.format(bucket=bucket)
+    name = parse_pipeline(text).name
+    env = {"GPUFAIR_ETCD": etcd_endpoint, "GPUFAIR_ETCD_ROOT": etcd_root, "PATH": "/usr/bin:/bin"}
+    for seconds in ("200", "240", "220"):  # the median, 220 s, is what the planner should use
+        done = subprocess.run([sys.executable, "-m", "gpufair.client.cli", "steps", "record", name, "preprocess", seconds],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    bad = subprocess.run([sys.executable, "-m", "gpufair.client.cli", "steps", "record", name, "preprocess", "-5"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "duration" in bad.stderr
+    plan = (await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=text, source="p.yaml", run_id="run-2"))).plan
+    starts = {s.name: s.predicted_start_s for s in plan.steps}
+    assert starts["train"] == pytest.approx(220.0)
