@@ -4,13 +4,16 @@ Callers present `authorization: Bearer <token>`:
 - the admin token (from a secret) may do everything;
 - a job token (`gpufair.common.tokens`, returned by RegisterJob) may act on its
   own job only: stream telemetry and commands, deregister it;
-- no token: read-only queries, if GPUFAIR_OPEN_READS is true (the default).
+- no token: read-only queries, if GPUFAIR_OPEN_READS is true (the default),
+  except those that spend the service's credentials or capacity (the cache's
+  Resolve and ReadObject fetch from S3): they need some valid token.
 With no admin token configured, authentication is off (local development).
 Health and reflection are always open, so probes work.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ logger = logging.getLogger(__name__)
 class Access(Enum):
     OPEN = "open"  # health, reflection
     READ = "read"  # read-only queries
+    TOKEN = "token"  # any valid token: reads that spend the service's own credentials or capacity
     JOB = "job"  # a job's own trainers (request carries job_id)
     ADMIN = "admin"  # mutating and admin RPCs
 
@@ -51,8 +55,10 @@ ACCESS: dict[str, Access] = {
     "/gpufair.scheduler.v1.SchedulerService/ReleaseSplit": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/ExplainDecision": Access.READ,
     "/gpufair.cache.v1.CacheService/Prefetch": Access.ADMIN,
-    "/gpufair.cache.v1.CacheService/Resolve": Access.READ,
-    "/gpufair.cache.v1.CacheService/ReadObject": Access.READ,
+    # Resolve and ReadObject may fetch from S3 with the cache's credentials and
+    # fill its capacity, so even with open reads they need a token.
+    "/gpufair.cache.v1.CacheService/Resolve": Access.TOKEN,
+    "/gpufair.cache.v1.CacheService/ReadObject": Access.TOKEN,
     "/gpufair.cache.v1.CacheService/ListEntries": Access.READ,
     "/gpufair.cache.v1.CacheService/EvictEntry": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/SubmitPipeline": Access.ADMIN,
@@ -83,8 +89,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         """None means a token was given but is not valid."""
         if not token:
             return Principal()
-        import hmac
-
         if hmac.compare_digest(token.encode(), self._admin.encode()):
             return Principal(admin=True, anonymous=False)
         job = self._tokens.job_of(token)
@@ -101,6 +105,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if principal is None:
             return _deny(handler, grpc.StatusCode.UNAUTHENTICATED, "invalid token")
         if principal.admin or (access is Access.READ and (self._open_reads or not principal.anonymous)):
+            return handler
+        if access is Access.TOKEN and not principal.anonymous:
             return handler
         if access is Access.JOB and principal.job:
             return _job_scoped(handler, principal.job)

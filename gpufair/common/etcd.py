@@ -68,6 +68,8 @@ class EtcdState:
         self.lease_ttl = lease_ttl
         self._client = aetcd.Client(host=host, port=port, timeout=timeout)
         self._lease: Any = None
+        self._lease_lock = asyncio.Lock()  # one grant, however many first callers race
+        self._rebind_pending = False
         self._live: dict[str, bytes] = {}
         self._keepalive: asyncio.Task[None] | None = None
         self._lease_listeners: list[Callable[[], Awaitable[None]]] = []
@@ -170,8 +172,10 @@ class EtcdState:
     async def lease(self) -> Any:
         """The process's lease, granted on first use and kept alive in the background."""
         if self._lease is None:
-            self._lease = await self._call(self._client.lease, self.lease_ttl)
-            self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease-keepalive")
+            async with self._lease_lock:
+                if self._lease is None:
+                    self._lease = await self._call(self._client.lease, self.lease_ttl)
+                    self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease-keepalive")
         return self._lease
 
     def on_new_lease(self, listener: Callable[[], Awaitable[None]]) -> None:
@@ -184,15 +188,28 @@ class EtcdState:
         self._live[key] = data
         await self._call(self._client.put, key.encode(), data, lease=await self.lease())
 
-    async def delete_live(self, key: str) -> None:
-        self._live.pop(key, None)
-        await self.delete(key)
+    async def delete_live(self, key: str, value: Json | None = None) -> bool:
+        """Delete a liveness key; with `value`, only if it still holds exactly that
+        (a newer owner's key, written since, is left alone). True if deleted."""
+        if value is None:
+            self._live.pop(key, None)
+            return await self.delete(key)
+        data = _encode(value)
+        if self._live.get(key) == data:
+            self._live.pop(key)
+        tx = self._client.transactions
+        ok, _ = await self._call(self._client.transaction, compare=[tx.value(key.encode()) == data],
+                                 success=[tx.delete(key.encode())], failure=[])
+        return bool(ok)
 
     async def _keep_alive(self) -> None:
         period = max(self.lease_ttl / 3, 0.2)
         while not self._closed:
             await asyncio.sleep(period)
             try:
+                if self._rebind_pending:
+                    await self._rebind()
+                    continue
                 reply = await self._call(self._client.refresh_lease, self._lease.id)
                 if reply is not None and reply.TTL > 0:
                     continue
@@ -207,10 +224,16 @@ class EtcdState:
 
     async def _renew_lease(self) -> None:
         self._lease = await self._call(self._client.lease, self.lease_ttl)
+        self._rebind_pending = True
+        await self._rebind()
+
+    async def _rebind(self) -> None:
+        """Put every liveness key under the current lease; stays pending until all succeed."""
         for key, data in list(self._live.items()):
             await self._call(self._client.put, key.encode(), data, lease=self._lease)
         for listener in self._lease_listeners:
             await listener()
+        self._rebind_pending = False
 
     async def revoke_lease_for_test(self) -> None:
         """Revoke the lease as a crash would let it expire (fault tests)."""

@@ -3,9 +3,10 @@
 Layout under the root (default `/gpufair`):
   jobs/<job>/spec               job registration (JSON)
   jobs/<job>/split              current split, versioned (JSON; version never goes backwards)
-  jobs/<job>/history/<version>  past splits with the decision that made them
   jobs/<job>/members/<rank>     trainer liveness, bound to the lease of the replica serving its stream
   jobs/<job>/pin                manual split pinned by an operator (JSON)
+  history/<job>/<version>       past splits with the decision that made them (kept out of jobs/,
+                                which every scheduler replica mirrors; the newest 200 are kept)
   profiles/<model>/<gpu_type>   exclusive-speed profile (JSON)
   scheduler/leader              leader identity, bound to the leader's lease
   scheduler/policy              active policy name and parameters (JSON)
@@ -62,10 +63,10 @@ class Keys:
         return self.job_prefix(job) + "split"
 
     def job_history(self, job: str, version: int) -> str:
-        return self.job_prefix(job) + f"history/{version:012d}"
+        return self.job_history_prefix(job) + f"{version:020d}"
 
     def job_history_prefix(self, job: str) -> str:
-        return self.job_prefix(job) + "history/"
+        return self._k("history", check_segment("job id", job)) + "/"
 
     def job_member(self, job: str, rank: int) -> str:
         return self.job_prefix(job) + f"members/{rank}"

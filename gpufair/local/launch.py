@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufair.local.procs import die_with_parent, free_port
+from gpufair.local.procs import with_parent_death, free_port
 
 
 @dataclass
@@ -50,6 +50,6 @@ def launch(name: str, argv: Sequence[str], world: int, log_dir: Path, env: Mappi
                         LOCAL_RANK=str(rank), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         extra = list(per_rank_args[rank]) if per_rank_args else []
         with open(log_dir / f"{name}.rank{rank}.log", "wb") as log:
-            procs.append(subprocess.Popen([sys.executable, *argv, *extra], stdout=log, stderr=subprocess.STDOUT, env=rank_env,
-                                          start_new_session=True, preexec_fn=die_with_parent))
+            procs.append(subprocess.Popen(with_parent_death([sys.executable, *argv, *extra]), stdout=log, stderr=subprocess.STDOUT,
+                                          env=rank_env, start_new_session=True))
     return LocalJob(name, procs, log_dir)

@@ -66,17 +66,15 @@ class ChildProcess:
             return ""
 
 
-def die_with_parent() -> None:
-    """In a child before exec: SIGTERM it when the process that started it dies (Linux).
+def with_parent_death(argv: list[str]) -> list[str]:
+    """`argv`, made to receive SIGTERM when the process that starts it dies (Linux).
 
-    A test run or demo killed with -9 then leaves no servers behind.
+    A test run or demo killed with -9 then leaves no servers behind. util-linux's
+    setpriv sets the signal and execs: no Python runs between fork and exec (a
+    preexec_fn can deadlock in a process with threads, such as gRPC's).
     """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else list(argv)
 
 
 def _spawn(argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> ChildProcess:
@@ -84,8 +82,7 @@ def _spawn(argv: list[str], log_path: Path, env: dict[str, str] | None = None) -
     try:
         # A new session, so Ctrl-C in a terminal reaches the parent first and
         # the parent stops children in order.
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                preexec_fn=die_with_parent)
+        proc = subprocess.Popen(with_parent_death(argv), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     finally:
         log.close()
     return ChildProcess(proc, log_path)

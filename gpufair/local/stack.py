@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufair.local.procs import ChildProcess, EtcdServer, S3Server, die_with_parent
+from gpufair.local.procs import ChildProcess, EtcdServer, S3Server, with_parent_death
 
 _PORT = re.compile(r"listening on port (\d+)")
 
@@ -19,8 +19,8 @@ _PORT = re.compile(r"listening on port (\d+)")
 def start_service(module: str, env: dict[str, str], log_path: Path, timeout: float = 60.0) -> tuple[ChildProcess, int]:
     """Run `python -m <module>` on port 0 and read the port it announces."""
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", module], stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
-                            preexec_fn=die_with_parent)
+    proc = subprocess.Popen(with_parent_death([sys.executable, "-m", module]), stdout=subprocess.PIPE, stderr=log, env=env,
+                            start_new_session=True)
     log.close()
     child = ChildProcess(proc, log_path)
     deadline = time.monotonic() + timeout

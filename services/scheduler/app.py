@@ -11,7 +11,7 @@ import grpc
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
-from gpufair.common.channels import aio_channel
+from gpufair.common.channels import aio_channel, token_metadata
 from gpufair.common.config import CommonConfig
 from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
@@ -60,12 +60,14 @@ async def build_replica(config: CommonConfig, policy: PolicySettings, *, identit
     keys = Keys(config.etcd_root)
     state = EtcdState(config.etcd, lease_ttl=config.lease_ttl)
     hub = CommandHub()
-    registry = JobRegistry(state, keys, on_split=hub.publish)
+    registry = JobRegistry(state, keys, on_split=hub.publish, on_removed=hub.close)
     election = LeaderElection(state, keys.leader(), identity)
     policies = PolicyStore(state, keys, policy)
-    channel = aio_channel(config.metrics_addr, tls_ca=config.tls.ca_file, token=config.auth.admin_token,
+    tls = bool(config.tls.ca_file or config.tls.cert_file)
+    channel = aio_channel(config.metrics_addr, tls_ca=config.tls.ca_file, tls=tls, token=config.auth.admin_token,
                           client_cert=config.tls.cert_file, client_key=config.tls.key_file)
-    metrics = MetricsSource(channel)
+    # On a plaintext channel the token travels as call metadata instead of channel credentials.
+    metrics = MetricsSource(channel, metadata=() if tls else token_metadata(config.auth.admin_token))
     loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, lambda: load_profiles(state, keys))
     servicer = SchedulerServicer(registry, hub, loop, policies, JobTokens(config.auth.job_token_secret), identity)
     return SchedulerReplica(state, registry, election, loop, hub, channel, servicer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -62,22 +61,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         spec = spec_from_pb(request.spec)
         settings = await self._policies.get()
         spec, _ = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name)
-        view = await self._wait_view(spec.job_id)
+        view = await self._registry.wait_view(spec.job_id)
         return pb.RegisterJobResponse(job=summary_to_pb(view, None), job_token=self._tokens.issue(spec.job_id))
-
-    async def _wait_view(self, job: str) -> JobView:
-        # The local mirror catches up through the watch; registration reads its own write.
-        import asyncio
-
-        for _ in range(100):
-            try:
-                view = self._registry.view(job)
-                if view.split is not None:
-                    return view
-            except NotFound:
-                pass
-            await asyncio.sleep(0.02)
-        return self._registry.view(job)
 
     async def DeregisterJob(self, request: pb.DeregisterJobRequest, context: grpc.aio.ServicerContext) -> pb.DeregisterJobResponse:
         _require(request.job_id)
@@ -89,7 +74,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         if not 0 <= request.rank < len(view.spec.ranks):
             raise InvalidArgument(f"rank {request.rank} is out of range for job {request.job_id!r} with {len(view.spec.ranks)} ranks")
         queue = self._hub.subscribe(request.job_id)
-        await self._registry.join(request.job_id, request.rank, self._identity)
+        joined = await self._registry.join(request.job_id, request.rank, self._identity)
         try:
             known = request.known_version
             current = self._registry.split(request.job_id)
@@ -98,13 +83,15 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                 yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, current))
             while True:
                 split = await queue.get()
+                if split is None:
+                    return  # the job was deregistered: the stream ends
                 if split.version > known:
                     known = split.version
                     yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, split))
         finally:
             self._hub.unsubscribe(request.job_id, queue)
             try:
-                await self._registry.leave(request.job_id, request.rank)
+                await self._registry.leave(request.job_id, request.rank, joined)
             except Exception:  # noqa: BLE001 - the lease removes it anyway
                 logger.debug("leave failed", exc_info=True)
 
@@ -138,12 +125,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         _require(request.job_id)
         view = self._registry.view(request.job_id)
         sizes = validate_batch_sizes(view.spec, tuple(request.batch_sizes))
-        await self._registry.set_pin(request.job_id, sizes)
-        current = view.split
-        version = (current.version if current else 0) + 1
-        split = Split(version, current.apply_step if current else 0, sizes, "manual", "pinned by an operator", time.time())
-        await self._registry.write_split(request.job_id, split)
-        return pb.PinSplitResponse(split=split_to_pb(request.job_id, split))
+        return pb.PinSplitResponse(split=split_to_pb(request.job_id, await self._registry.pin(request.job_id, sizes)))
 
     async def ReleaseSplit(self, request: pb.ReleaseSplitRequest, context: grpc.aio.ServicerContext) -> pb.ReleaseSplitResponse:
         _require(request.job_id)

@@ -21,13 +21,14 @@ logger = logging.getLogger(__name__)
 class MetricsSource:
     """Reads per-job statistics from the metrics service."""
 
-    def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 2.0) -> None:
+    def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 2.0, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self._stub = mpb_grpc.MetricsServiceStub(channel)
         self._timeout = timeout_s
+        self._metadata = metadata
 
     async def fetch(self) -> dict[str, JobMetrics]:
         try:
-            res = await self._stub.ListJobStats(mpb.ListJobStatsRequest(), timeout=self._timeout)
+            res = await self._stub.ListJobStats(mpb.ListJobStatsRequest(), timeout=self._timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"metrics service: {exc.code().name}: {exc.details()}") from exc
         return {

@@ -116,3 +116,27 @@ async def test_unreachable_etcd_raises_unavailable() -> None:
             await s.get("/gpufair/x")
     finally:
         await s.close()
+
+
+async def test_concurrent_first_users_share_one_lease(etcd_endpoint: str, etcd_root: str) -> None:
+    s = EtcdState(etcd_endpoint, lease_ttl=2)
+    try:
+        keys = [f"{etcd_root}/live/{i}" for i in range(8)]
+        await asyncio.gather(*(s.put_live(k, {"i": i}) for i, k in enumerate(keys)))
+        leases = {(await s.client.get(k.encode())).lease for k in keys}
+        assert len(leases) == 1  # every key under the one kept-alive lease
+        await asyncio.sleep(2 * 2 + 0.5)  # past the TTL: the keepalive holds it
+        assert all([await s.get(k) is not None for k in keys])
+    finally:
+        await s.close()
+
+
+async def test_owner_checked_delete_leaves_a_newer_owners_key(state: EtcdState, etcd_root: str) -> None:
+    key = Keys(etcd_root).job_member("job-d", 0)
+    await state.put_live(key, {"stream": "old"})
+    await state.put_live(key, {"stream": "new"})  # the rank reconnected
+    assert not await state.delete_live(key, {"stream": "old"})  # the old stream's cleanup runs late
+    stored = await state.get(key)
+    assert stored is not None and stored.value == {"stream": "new"}
+    assert await state.delete_live(key, {"stream": "new"})
+    assert await state.get(key) is None

@@ -67,7 +67,7 @@ async def test_mutations_need_a_valid_token_and_refusals_change_nothing(schedule
             return msg
 
     assert await _code(first_command("job-b")) == grpc.StatusCode.PERMISSION_DENIED
-    assert (await first_command("job-a")).command.version == 1  # its own job works
+    assert (await first_command("job-a")).command.job_id == "job-a"  # its own job works
     assert (await scheduler.GetPolicy(pb.GetPolicyRequest())).policy == before.policy
     jobs = {j.spec.job_id: list(j.split.batch_sizes) for j in (await scheduler.ListJobs(pb.ListJobsRequest())).jobs}
     assert jobs == {"job-a": [4, 4], "job-b": [4, 4]}
@@ -106,3 +106,33 @@ async def test_a_job_token_cannot_report_telemetry_for_another_job() -> None:
             assert store.job_ids() == ["job-a"]
     finally:
         await running.stop(0)
+
+
+async def test_cache_reads_that_spend_s3_credentials_need_a_token(tmp_path, s3_server, etcd_endpoint: str, etcd_root: str) -> None:
+    from gpufair.api.cache.v1 import cache_service_pb2 as cpb
+    from gpufair.api.cache.v1 import cache_service_pb2_grpc as cpb_grpc
+    from gpufair.cache.app import start_node
+    from gpufair.cache.node.config import NodeCacheConfig
+    from gpufair.common.tokens import JobTokens
+
+    cfg = _config(etcd_endpoint, etcd_root)
+    node_cfg = NodeCacheConfig(cache_dir=tmp_path / "cache", capacity_bytes=1 << 20, node="n1", s3_endpoint=s3_server.endpoint,
+                               s3_access_key=s3_server.access_key, s3_secret_key=s3_server.secret_key)
+    node = await start_node(cfg, node_cfg, interceptors=auth_interceptors(cfg))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{node.server.port}") as ch:
+            stub = cpb_grpc.CacheServiceStub(ch)
+            req = cpb.ResolveRequest(uri="s3://some-bucket/secret.bin", fetch=True)
+            assert await _code(stub.Resolve(req)) == grpc.StatusCode.UNAUTHENTICATED
+
+            async def read_anonymously():
+                return [c async for c in stub.ReadObject(cpb.ReadObjectRequest(uri="s3://some-bucket/secret.bin"))]
+
+            assert await _code(read_anonymously()) == grpc.StatusCode.UNAUTHENTICATED
+            assert node.cache.list() == []  # nothing was fetched on the anonymous caller's behalf
+            assert (await stub.ListEntries(cpb.ListEntriesRequest())).entries == []  # plain reads stay open
+            token = JobTokens("job-secret").issue("any-job")
+            entry = (await stub.Resolve(req, metadata=_bearer(token))).entry  # through auth: the cache answers
+            assert entry.uri == "s3://some-bucket/secret.bin"
+    finally:
+        await node.close()

@@ -19,8 +19,8 @@ class Policy(Protocol):
         ...
 
 
-def _describe_move(job: JobState, new: tuple[int, ...]) -> str:
-    deltas = [(n - o, r.gpu) for r, o, n in zip(job.ranks, job.split, new) if n != o]
+def _describe_move(job: JobState, old: tuple[int, ...], new: tuple[int, ...]) -> str:
+    deltas = [(n - o, r.gpu) for r, o, n in zip(job.ranks, old, new) if n != o]
     gave = ", ".join(f"{-d} off {g}" for d, g in deltas if d < 0)
     took = ", ".join(f"{d} onto {g}" for d, g in deltas if d > 0)
     return f"{gave}; {took}" if gave else "no samples move"
@@ -36,16 +36,17 @@ def finalize(job: JobState, policy: str, proposed: tuple[int, ...], config: Poli
     if len(job.ranks) == 1:
         return Decision(job.job, policy, job.split, False,
                         "single-GPU job: nothing to re-split", nums)
-    moved = moved_fraction(job.split, proposed)
+    old = job.split  # a property that builds a tuple: read it once
+    moved = moved_fraction(old, proposed)
     nums["moved_fraction"] = moved
     nums["min_change"] = config.min_change
     if moved == 0:
-        return Decision(job.job, policy, job.split, False, f"{reason}; split already there", nums)
+        return Decision(job.job, policy, old, False, f"{reason}; split already there", nums)
     if moved < config.min_change:
-        return Decision(job.job, policy, job.split, False,
+        return Decision(job.job, policy, old, False,
                         f"{reason}; would move {moved:.1%} of the batch, below the "
                         f"{config.min_change:.1%} threshold, so the split stays "
-                        f"{list(job.split)}", nums)
+                        f"{list(old)}", nums)
     return Decision(job.job, policy, proposed, True,
-                    f"{reason}; {list(job.split)} -> {list(proposed)} "
-                    f"({_describe_move(job, proposed)}, {moved:.1%} of the batch)", nums)
+                    f"{reason}; {list(old)} -> {list(proposed)} "
+                    f"({_describe_move(job, old, proposed)}, {moved:.1%} of the batch)", nums)

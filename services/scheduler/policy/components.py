@@ -26,6 +26,12 @@ from gpufair.scheduler.policy.types import ClusterState, JobState
 _BISECT = 90  # halvings of a bracket: well below float resolution
 
 
+def _settled(lo: np.ndarray, hi: np.ndarray, new_lo: np.ndarray, new_hi: np.ndarray) -> bool:
+    """A bisection step that moved nothing: float resolution is reached and
+    every further step would repeat it, so stopping gives the same answer."""
+    return bool(np.array_equal(lo, new_lo) and np.array_equal(hi, new_hi))
+
+
 def fixed_split(job: JobState) -> tuple[int, ...]:
     """The split a job that cannot be re-split will run with."""
     return job.pinned if job.pinned is not None else job.split
@@ -107,8 +113,10 @@ def lone_job_rates(cluster: ClusterState, lone: tuple[int, ...]
         mid = 0.5 * (lo_t + hi_t)
         b = np.clip((mid[owner] - a) / c, 1.0, hi)
         enough = np.bincount(owner, weights=b, minlength=len(flex)) >= big_b
-        hi_t = np.where(enough, mid, hi_t)
-        lo_t = np.where(enough, lo_t, mid)
+        new_hi, new_lo = np.where(enough, mid, hi_t), np.where(enough, lo_t, mid)
+        if _settled(lo_t, hi_t, new_lo, new_hi):
+            break
+        lo_t, hi_t = new_lo, new_hi
     b = np.clip((hi_t[owner] - a) / c, 1.0, hi)
     # Trim the bisection's tiny excess off unsaturated ranks so the sum is exactly B.
     total = np.bincount(owner, weights=b, minlength=len(flex))
@@ -138,6 +146,8 @@ def single_gpu_level(usage: np.ndarray, owner: np.ndarray, n: int, floor: np.nda
         mid = np.sqrt(lo * hi)  # geometric: gaps span many orders of magnitude
         load = np.bincount(owner, weights=term / (top[owner] + mid[owner] - floor), minlength=n)
         fits = load <= 1.0
-        hi = np.where(fits, mid, hi)
-        lo = np.where(fits, lo, mid)
+        new_hi, new_lo = np.where(fits, mid, hi), np.where(fits, lo, mid)
+        if _settled(lo, hi, new_lo, new_hi):
+            break
+        lo, hi = new_lo, new_hi
     return top + hi

@@ -1,35 +1,48 @@
-"""The split LP of the jobs that need one, in a sparse form HiGHS solves fast.
+"""The split LP of the jobs that need one, kept inside one HiGHS instance
+and re-solved warm.
 
-Variables: per job its step rate s_j (steps/s); per splittable job also the
-sample rate x_jk of each rank k (samples/s, so x_jk = s_j * b_jk with b_jk
-the rank's real-valued batch); per component c one level variable lam_c.
+Variables: per rank k of a splittable job j a share y_jk >= 0 (samples/s
+above the 1-sample minimum, in units of B_j steps/s: the rank's sample rate
+is x_jk = s_j + B_j y_jk, which keeps ">= 1 sample" a bound, not a row, and
+the matrix well scaled); per job its step rate s_j (steps/s); per
+component c one level lam_c.
 
-    GPU g:       sum over ranks on g of  a_jk s_j + c_jk x_jk  <= 1
-                 (a fixed-split job: (a_jk + c_jk b_jk) s_j)
-    batch:       sum_k x_jk = B_j s_j
-    >= 1 sample: s_j - x_jk <= 0;   cap:  x_jk - cap_jk s_j <= 0
-    demand:      delta_j lam_c - s_j <= 0   (active jobs of component c)
-    floors:      s_j >= floor_j              (jobs frozen at their level)
+    GPU g:    sum over ranks on g of (a_jk + c_jk) s_j + c_jk B_j y_jk <= 1
+              (a fixed-split job: (a_jk + c_jk b_jk) s_j)
+    cap:      B_j y_jk - (cap_jk - 1) s_j <= 0        (only where a cap binds)
+    batch:    sum_k y_jk - (1 - n_j / B_j) s_j = 0
+    demand:   delta_j lam_c - s_j <= 0   (one row per job; delta_j = 0: off)
+    floors:   s_j >= floor_j              (column bounds)
 
 Maximising sum_c lam_c maximises every lam_c on its own, because components
 share no constraint: one LP serves every component at once. Each row has
 one or two non-zeros per rank, so the matrix stays O(ranks).
+
+Successive solves of one decision differ only in demand coefficients,
+floors and the objective, so the program is passed to HiGHS once and each
+solve starts from the previous optimal basis (dual simplex, no presolve):
+tens of pivots instead of thousands for the level LPs. Warm starts change
+the path, not the answer: every solve is an exact optimum of its LP.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Sequence
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from gpufair.common.errors import FailedPrecondition
 from gpufair.scheduler.policy.components import fixed_split
 from gpufair.scheduler.policy.types import ClusterState
 
-_LAM_MAX = 1e12
+logger = logging.getLogger(__name__)
+
+_INF = highspy.kHighsInf
+_LAM_MAX = 1e12  # HiGHS drops demand coefficients under 1e-9: keep lam bounded anyway
 
 
 @dataclass(frozen=True)
@@ -37,108 +50,211 @@ class LpResult:
     """One solve: per-job step rates, per-rank sample rates, levels, duals."""
 
     steps: np.ndarray  # s_j per listed job
-    rank_rates: tuple[np.ndarray, ...]  # x_jk per listed job (fixed jobs: s_j * b_jk)
+    shares: np.ndarray  # y_jk per splittable rank (see SplitProgram.rank_rates)
     levels: np.ndarray  # lam_c per component
-    demand_duals: np.ndarray  # per listed job, 0 where it had no demand row
+    demand_duals: np.ndarray  # per listed job (<= 0), 0 where it had no demand
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    """Every rank of the listed jobs as flat arrays (job order, rank order)."""
+
+    owner: np.ndarray  # position of the rank's job in the list
+    gpu: np.ndarray  # dense GPU index
+    a: np.ndarray  # sec_per_step
+    c: np.ndarray  # sec_per_sample
+    cap: np.ndarray  # min(cap, B); B when uncapped
+    fixed_b: np.ndarray  # the fixed split's batch (fixed jobs only, else nan)
+
+
+def _gather(cluster: ClusterState, jobs: Sequence[int], flex: np.ndarray) -> _Ranks:
+    gpus: dict[str, int] = {}
+    owner, gpu, a, c, cap, fb = [], [], [], [], [], []
+    for i, j in enumerate(jobs):
+        job = cluster.jobs[j]
+        split = fixed_split(job) if not flex[i] else (np.nan,) * len(job.ranks)
+        for r, b in zip(job.ranks, split):
+            owner.append(i)
+            gpu.append(gpus.setdefault(r.gpu, len(gpus)))
+            a.append(r.sec_per_step)
+            c.append(r.sec_per_sample)
+            cap.append(min(r.cap, job.global_batch) if r.cap is not None else job.global_batch)
+            fb.append(b)
+    return _Ranks(np.array(owner, dtype=int), np.array(gpu, dtype=int), np.array(a),
+                  np.array(c), np.array(cap, dtype=float), np.array(fb, dtype=float))
+
+
+def _assemble(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray, n_comp: int
+              ) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray, int]:
+    """The constraint matrix (columns: y per splittable rank, s per job, lam
+    per component), its row bounds, and the first demand row."""
+    n, fr = len(flex), flex[rk.owner]
+    n_y = int(fr.sum())
+    y_col = np.cumsum(fr) - 1
+    s_of = n_y + rk.owner
+    n_gpu = int(rk.gpu.max()) + 1 if len(rk.gpu) else 0
+    bo = big_b[rk.owner[fr]]
+    # GPU rows: (a + c) s + c B y per splittable rank, (a + c b) s per fixed rank.
+    rows, cols = [rk.gpu, rk.gpu[fr]], [s_of, y_col[fr]]
+    vals = [rk.a + rk.c * np.where(fr, 1.0, rk.fixed_b), rk.c[fr] * bo]
+    # y - (cap - 1) / B s <= 0 where a cap binds.
+    capped = np.nonzero(rk.cap[fr] < bo)[0]
+    cap_row = n_gpu + np.arange(len(capped))
+    rows += [cap_row, cap_row]
+    cols += [y_col[fr][capped], s_of[fr][capped]]
+    vals += [np.ones(len(capped)), (1.0 - rk.cap[fr][capped]) / bo[capped]]
+    # sum_k y - (1 - n / B) s = 0 per splittable job.
+    eq0 = n_gpu + len(capped)
+    flex_idx = np.nonzero(flex)[0]
+    eq_of = np.full(n, -1)
+    eq_of[flex_idx] = eq0 + np.arange(len(flex_idx))
+    rows += [eq_of[rk.owner[fr]], eq_of[flex_idx]]
+    cols += [y_col[fr], n_y + flex_idx]
+    vals += [np.ones(n_y), np.bincount(rk.owner, minlength=n)[flex_idx] / big_b[flex_idx] - 1.0]
+    # Demand rows delta lam - s <= 0: the lam coefficients start at 0 (off).
+    fair0 = eq0 + len(flex_idx)
+    rows.append(fair0 + np.arange(n))
+    cols.append(n_y + np.arange(n))
+    vals.append(-np.ones(n))
+    n_row = fair0 + n
+    mat = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                        shape=(n_row, n_y + n + n_comp))
+    row_lo = np.full(n_row, -_INF)
+    row_lo[eq0:fair0] = 0.0
+    row_up = np.zeros(n_row)
+    row_up[:n_gpu] = 1.0
+    return mat, row_lo, row_up, fair0
+
+
+def _implied_upper(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray) -> np.ndarray:
+    """Bounds every feasible point already obeys (a GPU gives at most all of
+    its time): y <= 1 / (c B) per splittable rank, then per job
+    s <= 1 / max_k (a_k + c_k b_k) with b_k = 1 (splittable) or its fixed batch."""
+    fr = flex[rk.owner]
+    per_step = rk.a + rk.c * np.where(fr, 1.0, rk.fixed_b)
+    s_top = np.zeros(len(flex))
+    np.maximum.at(s_top, rk.owner, per_step)
+    return np.concatenate([1.0 / (rk.c[fr] * big_b[rk.owner[fr]]), 1.0 / s_top])
+
+
+def _implied_row_floor(mat: sp.csc_matrix, row_lo: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Open row floors replaced by the least the row can be with 0 <= v <= top
+    (demand coefficients added later are >= 0 on lam >= 0, so these hold).
+    With every row and column boxed, the dual simplex needs no phase 1."""
+    coo = mat.tocoo()
+    least = np.bincount(coo.row, weights=np.minimum(coo.data, 0.0) * top[coo.col],
+                        minlength=mat.shape[0])
+    return np.where(np.isinf(row_lo), least, row_lo)
 
 
 class SplitProgram:
-    """The static part of the LP for `jobs` (indices into the cluster), built once."""
+    """The LP for `jobs` (indices into the cluster), built once, solved warm."""
 
     def __init__(self, cluster: ClusterState, jobs: Sequence[int], comp_of: Sequence[int]
                  ) -> None:
         self.jobs = list(jobs)
+        n = len(self.jobs)
         self.comp_of = np.asarray(comp_of, dtype=int)
-        self.n_comp = int(self.comp_of.max()) + 1 if len(self.jobs) else 0
-        gpus: dict[str, int] = {}
-        rows: list[int] = []  # GPU rows first; bound rows get offset later
-        cols: list[int] = []
-        vals: list[float] = []
-        brow, bcol, bval, erow, ecol, evals = [], [], [], [], [], []
-        self.s_col, self.x_cols, self.fixed_b = [], [], []
-        n_bnd = n_eq = col = 0
-        for i, j in enumerate(self.jobs):
-            job = cluster.jobs[j]
-            g = [gpus.setdefault(r.gpu, len(gpus)) for r in job.ranks]
-            if not job.splittable:
-                b = np.array(fixed_split(job), dtype=float)
-                self.s_col.append(col)
-                self.x_cols.append(None)
-                self.fixed_b.append(b)
-                rows += g
-                cols += [col] * len(g)
-                vals += [r.step_time(bk) for r, bk in zip(job.ranks, b)]
-                col += 1
-                continue
-            n = len(g)
-            xs = list(range(col, col + n))
-            s = col + n
-            self.s_col.append(s)
-            self.x_cols.append(np.array(xs))
-            self.fixed_b.append(None)
-            for k, r in enumerate(job.ranks):
-                rows += [g[k], g[k]]
-                cols += [s, xs[k]]
-                vals += [r.sec_per_step, r.sec_per_sample]
-                brow += [n_bnd, n_bnd]
-                bcol += [s, xs[k]]
-                bval += [1.0, -1.0]
-                n_bnd += 1
-                if r.cap is not None and r.cap < job.global_batch:
-                    brow += [n_bnd, n_bnd]
-                    bcol += [xs[k], s]
-                    bval += [1.0, -float(r.cap)]
-                    n_bnd += 1
-            erow += [n_eq] * (n + 1)
-            n_eq += 1
-            ecol += xs + [s]
-            evals += [1.0] * n + [-float(job.global_batch)]
-            col += n + 1
-        self.n_x = col
-        self.n_var = col + self.n_comp
-        self.static = sp.vstack([
-            sp.csr_matrix((vals, (rows, cols)), shape=(len(gpus), self.n_var)),
-            sp.csr_matrix((bval, (brow, bcol)), shape=(n_bnd, self.n_var)),
-        ]).tocsr()
-        self.static_b = np.concatenate([np.ones(len(gpus)), np.zeros(n_bnd)])
-        self.a_eq = sp.csr_matrix((evals, (erow, ecol)), shape=(n_eq, self.n_var)) if n_eq else None
-        self.s_idx = np.array(self.s_col, dtype=int)
+        self.n_comp = int(self.comp_of.max()) + 1 if n else 0
+        flex = np.array([cluster.jobs[j].splittable for j in self.jobs], dtype=bool)
+        big_b = np.array([cluster.jobs[j].global_batch for j in self.jobs], dtype=float)
+        rk = _gather(cluster, self.jobs, flex)
+        n_y = int(flex[rk.owner].sum())
+        self.s_idx = n_y + np.arange(n)
+        self.lam0 = n_y + n
+        self.n_var = self.lam0 + self.n_comp
+        mat, row_lo, row_up, self._fair0 = _assemble(rk, flex, big_b, self.n_comp)
+        self._owner, self._flex_rank, self._fixed_b = rk.owner, flex[rk.owner], rk.fixed_b
+        self._b_rank = big_b[rk.owner]
+        self._rank_start = np.cumsum(np.bincount(rk.owner, minlength=n))[:-1]
+        self._top = _implied_upper(rk, flex, big_b)
+        row_lo = _implied_row_floor(mat, row_lo, self._top)
+        self._delta = np.zeros(n)  # demand coefficients HiGHS holds now
+        self._cost = np.zeros(self.n_var)  # and its objective
+        self._highs = self._load(mat, row_lo, row_up)
+
+    def _load(self, mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray) -> highspy._Highs:
+        # The bare binding: highspy.Highs prints a banner to stdout on first
+        # use (it would corrupt `--json` output) and runs each solve in a thread.
+        h = highspy._Highs()
+        for key, value in (("output_flag", False), ("threads", 1), ("presolve", "off"),
+                           ("simplex_strategy", 1)):  # dual simplex: warm starts stay valid
+            h.setOptionValue(key, value)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = self.n_var, mat.shape[0]
+        lp.col_cost_ = np.zeros(self.n_var)
+        lp.col_lower_ = np.zeros(self.n_var)
+        lp.col_upper_ = np.concatenate([self._top, np.full(self.n_comp, _LAM_MAX)])
+        lp.row_lower_, lp.row_upper_ = row_lo, row_up
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = self.n_var, mat.shape[0]
+        lp.a_matrix_.start_ = mat.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = mat.indices.astype(np.int32)
+        lp.a_matrix_.value_ = mat.data.astype(float)
+        status = h.passModel(lp)
+        if status == highspy.HighsStatus.kError:
+            raise FailedPrecondition("sd-maxmin: HiGHS rejected the split LP")
+        return h
+
+    def _set_demands(self, delta: np.ndarray) -> None:
+        """Change only the demand coefficients that moved since the last solve."""
+        h, lam = self._highs, self.lam0 + self.comp_of
+        for i in np.nonzero(delta != self._delta)[0]:
+            h.changeCoeff(int(self._fair0 + i), int(lam[i]), float(delta[i]))
+        self._delta = delta.copy()
 
     def solve(self, delta: np.ndarray, floors: np.ndarray,
               throughput: np.ndarray | None = None) -> LpResult:
         """Maximise every component's level lam_c with s_j >= delta_j lam_c for
         jobs with delta_j > 0 and s_j >= floors_j; with `throughput` given
         instead, maximise sum_j throughput_j s_j (levels fixed at 0)."""
-        active = np.nonzero(delta > 0)[0]
-        m = len(active)
-        fair = sp.csr_matrix(
-            (np.concatenate([delta[active], -np.ones(m)]),
-             (np.tile(np.arange(m), 2),
-              np.concatenate([self.n_x + self.comp_of[active], self.s_idx[active]]))),
-            shape=(m, self.n_var))
-        a_ub = sp.vstack([self.static, fair]).tocsr()
-        b_ub = np.concatenate([self.static_b, np.zeros(m)])
-        lower = np.zeros(self.n_var)
-        lower[self.s_idx] = floors
-        upper = np.full(self.n_var, np.inf)
+        h, n = self._highs, len(self.jobs)
+        delta = np.where(delta > 0, delta, 0.0)
         cost = np.zeros(self.n_var)
+        lam_up = np.zeros(self.n_comp)
         if throughput is None:
-            has = np.zeros(self.n_comp, dtype=bool)
-            has[self.comp_of[active]] = True
-            upper[self.n_x:] = np.where(has, _LAM_MAX, 0.0)
-            cost[self.n_x:] = -1.0
+            # lam <= s_max / delta of every active job: implied, and it keeps
+            # the column boxed (see _implied_row_floor).
+            on = delta > 0
+            lam_up = np.full(self.n_comp, _LAM_MAX)
+            np.minimum.at(lam_up, self.comp_of[on], self._top[self.s_idx[on]] / delta[on])
+            lam_up[np.bincount(self.comp_of[on], minlength=self.n_comp) == 0] = 0.0
+            cost[self.lam0:] = -1.0
+            self._set_demands(delta)
         else:
-            upper[self.n_x:] = 0.0
             cost[self.s_idx] = -throughput
-        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=self.a_eq,
-                      b_eq=np.zeros(self.a_eq.shape[0]) if self.a_eq is not None else None,
-                      bounds=np.column_stack([lower, upper]), method="highs")
-        if res.status != 0:
-            raise FailedPrecondition(f"sd-maxmin LP failed: {res.message}")
-        x = res.x
-        duals = np.zeros(len(self.jobs))
-        duals[active] = res.ineqlin.marginals[self.static.shape[0]:]
-        steps = x[self.s_idx]
-        per_rank = tuple(x[xc] if xc is not None else steps[i] * b
-                         for i, (xc, b) in enumerate(zip(self.x_cols, self.fixed_b)))
-        return LpResult(steps, per_rank, x[self.n_x:], duals)
+        if not np.array_equal(cost, self._cost):
+            h.changeColsCost(self.n_var, np.arange(self.n_var, dtype=np.int32), cost)
+            self._cost = cost
+        h.changeColsBounds(n, self.s_idx.astype(np.int32), np.asarray(floors, dtype=float),
+                           self._top[self.s_idx])
+        h.changeColsBounds(self.n_comp, (self.lam0 + np.arange(self.n_comp)).astype(np.int32),
+                           np.zeros(self.n_comp), lam_up)
+        self._run()
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value)
+        duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
+        return LpResult(x[self.s_idx], x[:self.lam0 - n], x[self.lam0:],
+                        np.where(delta > 0, duals, 0.0))
+
+    def _run(self) -> None:
+        """Solve from the last basis; once more from scratch if that fails
+        numerically; FailedPrecondition if the LP has no optimum."""
+        h = self._highs
+        h.run()
+        status = h.getModelStatus()
+        if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible):
+            logger.warning("sd-maxmin: warm LP solve ended %s; solving cold",
+                           h.modelStatusToString(status))
+            h.clearSolver()
+            h.run()
+            status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise FailedPrecondition(f"sd-maxmin LP failed: {h.modelStatusToString(status)}")
+
+    def rank_rates(self, res: LpResult) -> tuple[np.ndarray, ...]:
+        """Per listed job, its ranks' sample rates x_jk (fixed jobs: s_j b_jk)."""
+        s = res.steps[self._owner]
+        flat = s * self._fixed_b
+        flat[self._flex_rank] = s[self._flex_rank] + self._b_rank[self._flex_rank] * res.shares
+        return tuple(np.split(flat, self._rank_start))

@@ -17,7 +17,11 @@ instead (instantaneous fairness, blind to history), same machinery.
 Speed: jobs interact only through shared GPUs, so each connected component
 is its own problem; lone jobs and one-GPU groups of fixed-split jobs have
 closed forms (`components`), and one LP serves all remaining components at
-once. Any realisable schedule of any integer split is feasible in the LP, so
+once. That LP lives in one HiGHS instance for the whole decision: every
+Newton step, round and the leftover LP re-solve it warm from the previous
+basis after changing only coefficients, bounds or costs (`lp`), and the
+integer splits of all jobs are rounded in one batch (`batch_round`).
+Any realisable schedule of any integer split is feasible in the LP, so
 its optimum bounds what any integer split can reach; the policy rounds the
 per-rank rates to integer batches that keep every rule.
 """
@@ -31,11 +35,11 @@ import numpy as np
 
 from gpufair.common.errors import FailedPrecondition, InvalidArgument
 from gpufair.scheduler.policy.base import finalize
+from gpufair.scheduler.policy.batch_round import round_splits
 from gpufair.scheduler.policy.components import (Components, find_components, fixed_split,
                                                  lone_job_rates, single_gpu_level)
 from gpufair.scheduler.policy.lp import SplitProgram
 from gpufair.scheduler.policy.model import exclusive_rate
-from gpufair.scheduler.policy.rounding import round_split
 from gpufair.scheduler.policy.simple import current_rates
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig
 
@@ -159,11 +163,11 @@ def _leftover(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray):
     raise FailedPrecondition("sd-maxmin: leftover LP infeasible even without floors")
 
 
-def _solve_general(cluster: ClusterState, comps: Components, dem: _Demands, rounds: int,
-                   steps: np.ndarray, rank_x: list) -> None:
+def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], dem: _Demands,
+                   rounds: int, steps: np.ndarray, rank_x: list) -> None:
     """Lexicographic rounds plus the leftover LP for components that need it."""
-    sub = np.array([j for g in comps.general for j in g], dtype=int)
-    comp_of = np.repeat(np.arange(len(comps.general)), [len(g) for g in comps.general])
+    sub = np.array([j for g in groups for j in g], dtype=int)
+    comp_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     prog = SplitProgram(cluster, sub, comp_of)
     active = dem.wants[sub].copy()
     floors = np.zeros(len(sub))
@@ -184,12 +188,16 @@ def _solve_general(cluster: ClusterState, comps: Components, dem: _Demands, roun
     floors = np.where(active, dem.at(level, sub) * _SLACK, floors)
     res = _leftover(prog, floors, dem.batch[sub] / dem.excl[sub])
     steps[sub] = res.steps
-    for i, j in enumerate(sub):
-        rank_x[j] = res.rank_rates[i]
+    for j, x in zip(sub, prog.rank_rates(res)):
+        rank_x[j] = x
 
 
 def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd") -> LpSolution:
     """Lexicographic max-min of the chosen objective (see the module docstring)."""
+    return _solve(cluster, rounds, objective)[0]
+
+
+def _solve(cluster: ClusterState, rounds: int, objective: str) -> tuple[LpSolution, _Demands]:
     if objective not in OBJECTIVES:
         raise InvalidArgument(f"unknown sd-maxmin objective {objective!r}; "
                               f"choose one of {', '.join(OBJECTIVES)}")
@@ -201,7 +209,7 @@ def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd") 
     rank_b: list = [None] * n
     _trivial(cluster, comps, dem, steps, rank_b)
     if comps.general:
-        _solve_general(cluster, comps, dem, rounds, steps, per_rank)
+        _solve_general(cluster, comps.general, dem, rounds, steps, per_rank)
     for j, job in enumerate(cluster.jobs):
         if per_rank[j] is None:
             b = rank_b[j] if rank_b[j] is not None else np.array(fixed_split(job), dtype=float)
@@ -209,7 +217,7 @@ def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd") 
     rates = steps * dem.batch
     sds = _slowdowns(cluster, dem.excl, rates)[dem.wants]
     return LpSolution(rates, tuple(per_rank), float(np.min(rates / dem.excl)) if n else 0.0,
-                      float(sds.max()) if len(sds) else 1.0, objective)
+                      float(sds.max()) if len(sds) else 1.0, objective), dem
 
 
 def _slowdowns(cluster: ClusterState, excl: np.ndarray, rates: np.ndarray) -> np.ndarray:
@@ -230,24 +238,23 @@ class SdMaxMinPolicy:
         """Solve once for the whole cluster and round each job's share."""
         if not cluster.jobs:
             return {}
-        sol = solve_maxmin(cluster, config.waterfill_rounds, config.maxmin_objective)
-        rates = current_rates(cluster)
-        excl = np.array([exclusive_rate(j) for j in cluster.jobs])
+        sol, dem = _solve(cluster, config.waterfill_rounds, config.maxmin_objective)
+        rates, excl = current_rates(cluster), dem.excl
         sd_now, sd_lp = _slowdowns(cluster, excl, rates), _slowdowns(cluster, excl, sol.rates)
         goal = (f"no job's predicted SD need exceed {sol.max_sd:.2f}" if sol.objective == "sd"
                 else f"every job can reach >= {sol.min_level:.3f} of its exclusive speed")
+        resplit = [j for j, job in enumerate(cluster.jobs) if job.splittable and sol.rates[j] > 0]
+        splits = dict(zip(resplit, round_splits(
+            [sol.rank_rates[j] for j in resplit], [cluster.jobs[j].global_batch for j in resplit],
+            [[r.cap for r in cluster.jobs[j].ranks] for j in resplit])))
         out = {}
         for j, job in enumerate(cluster.jobs):
             lp_rate = float(sol.rates[j])
             nums = {"sd_now": float(sd_now[j]), "rate_now": float(rates[j]), "lp_rate": lp_rate,
                     "lp_norm_rate": lp_rate / excl[j], "lp_min_norm_rate": sol.min_level,
                     "lp_max_sd": sol.max_sd, "sd_at_lp_rate": float(sd_lp[j])}
-            split = job.split
-            if job.splittable and lp_rate > 0:
-                split = round_split(list(sol.rank_rates[j]), job.global_batch,
-                                    [r.cap for r in job.ranks])
             reason = (f"max-min ({sol.objective}): {goal}; this job gets "
                       f"{nums['lp_norm_rate']:.3f} of its exclusive speed (SD "
                       f"{nums['sd_now']:.2f} now, {nums['sd_at_lp_rate']:.2f} at the planned rate)")
-            out[job.job] = finalize(job, self.name, split, config, reason, nums)
+            out[job.job] = finalize(job, self.name, splits.get(j, job.split), config, reason, nums)
         return out
