@@ -3,7 +3,7 @@ job mixes, and decision time against cluster size.
 
     .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
         [--workloads 1,2] [--gpus 32] [--speedup 8] [--max-replicas 16] [--plots DIR]
-        [--skip-sim] [--skip-timing] [--quick]
+        [--skip-sim] [--skip-timing] [--quick] [--repeat 5]
 
 Ratios are against `even` measured in the same run. `sd-maxmin[rate]` is
 sd-maxmin with `maxmin_objective="rate"` (equal normalised speeds now).
@@ -92,14 +92,14 @@ def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
 def run_timing(args) -> None:
     print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} "
           + " ".join(f"{label:>15}" for label, _, _ in variants())
-          + "   (ms per decision, best of 3, one process)")
-    sizes = [(30, 128), (250, 1024), (1000, 4096), (1000, 2048)]
+          + f"   (ms per decision, best of {args.repeat}, one process)")
+    sizes = [(30, 128), (250, 1024), (1000, 4096), (1000, 2048), (2000, 8192)]
     for n_jobs, n_gpus in sizes:
         cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs)
         cells = []
         for _, p, cfg in variants():
             best = float("inf")
-            for _ in range(3):
+            for _ in range(args.repeat):
                 t0 = time.perf_counter()
                 decide(cluster, p, cfg)
                 best = min(best, time.perf_counter() - t0)
@@ -120,6 +120,7 @@ def main() -> int:
     ap.add_argument("--skip-sim", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--quick", action="store_true", help="workloads 1,2 only")
+    ap.add_argument("--repeat", type=int, default=5, help="timing: best of this many decisions")
     args = ap.parse_args()
     if args.quick:
         args.workloads = "1,2"

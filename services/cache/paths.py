@@ -1,68 +1,48 @@
-"""Mapping dataset URIs to paths inside the node cache directory, safely.
+"""Joining object keys under a local directory, safely.
 
-A URI comes from user-written pipeline YAML or an RPC, so it is hostile
-until proven otherwise: `..`, absolute paths, backslashes, control
-characters or percent-encoded separators could otherwise write outside the
-cache directory.
+Object keys come from buckets other people can write to, so they are hostile
+until proven otherwise: an absolute key, `..`, empty segments, backslashes or
+control characters could otherwise write outside the directory. The node
+cache (`gpufair.cache.node`) and the trainer's direct-S3 fallback
+(`gpufair.client.datasets`) both place files with `safe_join`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from urllib.parse import unquote
 
 from gpufair.common.errors import InvalidArgument
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://(.*)$", re.S)
-_ALLOWED_SCHEMES = frozenset({"s3", "s3a", "s3n", "minio"})
-_MAX_SEGMENT = 255
-_MAX_TOTAL = 1024
+MAX_SEGMENT = 255
+MAX_TOTAL = 1024
 
 
-def _segments(uri: str, rest: str) -> list[str]:
-    if rest.startswith("/"):
-        raise InvalidArgument(f"dataset URI {uri!r}: absolute path after the scheme (empty bucket)")
-    parts = rest.split("/")
-    if parts and parts[-1] == "":
-        parts.pop()  # a trailing slash marks a prefix
-    if not parts or not parts[0]:
-        raise InvalidArgument(f"dataset URI {uri!r}: no bucket")
+def check_key(rel: str) -> list[str]:
+    """The segments of a relative object key; InvalidArgument if it could escape.
+
+    Messages say "would escape the directory" so callers can tell this refusal apart.
+    """
+    if not isinstance(rel, str) or not rel or len(rel) > MAX_TOTAL:
+        raise InvalidArgument(f"object key {rel!r} must be 1-{MAX_TOTAL} characters: it would escape the directory")
+    if rel.startswith("/") or "\\" in rel:
+        raise InvalidArgument(f"object key {rel!r} is absolute or has a backslash: it would escape the directory")
+    parts = rel.split("/")
     for part in parts:
-        decoded = unquote(part)
-        if part == "" or decoded in {".", ".."}:
-            raise InvalidArgument(f"dataset URI {uri!r}: empty, '.' or '..' path segment")
-        if "/" in decoded or "\\" in decoded:
-            raise InvalidArgument(f"dataset URI {uri!r}: encoded or backslash path separator")
-        if any(ord(c) < 32 or ord(c) == 127 for c in decoded):
-            raise InvalidArgument(f"dataset URI {uri!r}: control character in the path")
-        if len(part.encode("utf-8", "surrogatepass")) > _MAX_SEGMENT:
-            raise InvalidArgument(f"dataset URI {uri!r}: a path segment is longer than {_MAX_SEGMENT} bytes")
+        if part in ("", ".", ".."):
+            raise InvalidArgument(f"object key {rel!r} has an empty, '.' or '..' segment: it would escape the directory")
+        if any(ord(c) < 32 or ord(c) == 127 for c in part):
+            raise InvalidArgument(f"object key {rel!r} has a control character: it would escape the directory")
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_SEGMENT:
+            raise InvalidArgument(f"object key {rel!r} has a segment longer than {MAX_SEGMENT} bytes: it would escape the directory")
     return parts
 
 
-def safe_cache_path(cache_root: str | os.PathLike[str], uri: str) -> Path:
-    """Where dataset `uri` lives under `cache_root`: `<root>/<scheme>/<bucket>/<key>`.
-
-    Only object-store URIs (s3://, s3a://, minio://) are accepted. Raises
-    InvalidArgument for anything that could name a path outside the root,
-    including through symlinks already inside it.
-    """
-    if not isinstance(uri, str) or not uri:
-        raise InvalidArgument(f"dataset URI must be a non-empty string, got {uri!r}")
-    if len(uri) > _MAX_TOTAL:
-        raise InvalidArgument(f"dataset URI longer than {_MAX_TOTAL} characters")
-    m = _SCHEME.match(uri)
-    if not m:
-        raise InvalidArgument(f"dataset URI {uri!r}: expected scheme://bucket/key")
-    scheme = m.group(1).lower()
-    if scheme not in _ALLOWED_SCHEMES:
-        raise InvalidArgument(f"dataset URI {uri!r}: scheme '{scheme}' is not cached (use s3:// or minio://)")
-    parts = _segments(uri, m.group(2))
-    root = Path(cache_root).resolve()
-    candidate = root.joinpath(scheme, *parts)
-    resolved = candidate.resolve()
-    if resolved != root and root not in resolved.parents:
-        raise InvalidArgument(f"dataset URI {uri!r}: resolves outside the cache directory")
-    return candidate
+def safe_join(root: str | os.PathLike[str], rel: str) -> Path:
+    """`root / rel`, refusing anything that would land outside `root` (symlinks included)."""
+    base = Path(root)
+    out = base.joinpath(*check_key(rel))
+    resolved, top = out.resolve(), base.resolve()
+    if resolved != top and top not in resolved.parents:
+        raise InvalidArgument(f"object key {rel!r} resolves outside {base}: it would escape the directory")
+    return out

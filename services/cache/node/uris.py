@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from gpufair.cache.paths import safe_join
 from gpufair.common.errors import FailedPrecondition, InvalidArgument
 
 FETCHABLE_SCHEMES = ("s3", "s3a", "minio")
@@ -81,14 +82,5 @@ def _check_key(uri: str, key: str) -> None:
 
 
 def safe_relpath(root: Path, rel: str) -> Path:
-    """`root / rel`, refusing anything that would land outside `root`.
-
-    Private stand-in for gpufair.cache.paths.safe_cache_path until the two are unified.
-    """
-    pure = PurePosixPath(rel)
-    if not rel or pure.is_absolute() or any(p in ("..", ".", "") for p in rel.split("/")) or "\x00" in rel:
-        raise InvalidArgument(f"object key part {rel!r} would escape the cache directory")
-    out = root.joinpath(*pure.parts)
-    if not out.resolve().is_relative_to(root.resolve()):
-        raise InvalidArgument(f"object key part {rel!r} would escape the cache directory")
-    return out
+    """`root / rel` for an object key relative to its dataset; see `gpufair.cache.paths.safe_join`."""
+    return safe_join(root, rel)

@@ -1,0 +1,112 @@
+"""The warm-started split LP and the batched rounding behind sd-maxmin's speed."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpufair.scheduler.policy import ClusterState, round_split, solve_maxmin
+from gpufair.scheduler.policy.batch_round import round_splits
+from gpufair.scheduler.policy.lp import SplitProgram
+
+from sched_strategies import clusters
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _program(cluster: ClusterState) -> SplitProgram:
+    # Every job in one list; each job its own "component" is fine: levels are per component.
+    n = len(cluster.jobs)
+    return SplitProgram(cluster, range(n), range(n))
+
+
+@FAST
+@given(cluster=clusters(max_gpus=4, max_jobs=5), seed=st.integers(0, 2**31 - 1))
+def test_warm_resolves_reach_the_same_optimum_as_a_fresh_program(cluster, seed):
+    # The decision re-solves one program with new demands, floors and finally a
+    # new objective; each answer must equal a cold solve of that same LP.
+    rng = np.random.default_rng(seed)
+    n = len(cluster.jobs)
+    warm = _program(cluster)
+    weights = rng.uniform(0.1, 2.0, n)
+    for step in range(4):
+        delta = np.where(rng.random(n) < 0.8, rng.uniform(0.01, 10.0, n), 0.0)
+        floors = np.zeros(n) if step == 0 else rng.uniform(0, 0.3, n) * cold.steps
+        throughput = weights if step == 3 else None
+        got = warm.solve(delta, floors, throughput)
+        cold = _program(cluster).solve(delta, floors, throughput)
+        assert np.allclose(got.levels, cold.levels, rtol=1e-6, atol=1e-9)
+        if throughput is not None:
+            assert math.isclose(weights @ got.steps, weights @ cold.steps, rel_tol=1e-6,
+                                abs_tol=1e-9)
+
+
+@FAST
+@given(cluster=clusters(max_gpus=4, max_jobs=5))
+def test_rank_rates_keep_every_split_rule(cluster):
+    n = len(cluster.jobs)
+    prog = _program(cluster)
+    res = prog.solve(np.ones(n), np.zeros(n))
+    for job, s, x in zip(cluster.jobs, res.steps, prog.rank_rates(res)):
+        assert math.isclose(x.sum(), s * job.global_batch, rel_tol=1e-6, abs_tol=1e-9)
+        caps = [r.cap if r.cap is not None else job.global_batch for r in job.ranks]
+        assert np.all(x >= s * (1 - 1e-6) - 1e-9)  # at least one sample per rank
+        assert np.all(x <= s * np.array(caps) * (1 + 1e-6) + 1e-9)
+
+
+@st.composite
+def rounding_inputs(draw):
+    jobs = []
+    for _ in range(draw(st.integers(1, 6))):
+        n = draw(st.integers(1, 6))
+        total = draw(st.integers(n, 400))
+        weights = draw(st.lists(st.one_of(st.floats(0, 1e4), st.sampled_from([0.0, 1.0])),
+                                min_size=n, max_size=n))
+        caps = draw(st.lists(st.one_of(st.none(), st.integers(-(-total // n), total)),
+                             min_size=n, max_size=n))
+        jobs.append((weights, total, caps))
+    return jobs
+
+
+@settings(max_examples=200, deadline=None)
+@given(jobs=rounding_inputs())
+def test_batched_rounding_matches_round_split_exactly(jobs):
+    got = round_splits([w for w, _, _ in jobs], [t for _, t, _ in jobs], [c for _, _, c in jobs])
+    assert got == [round_split(w, t, c) for w, t, c in jobs]
+
+
+def test_solving_prints_nothing_to_stdout():
+    # `gpufair sim --json` writes JSON to stdout: the LP solver must stay silent,
+    # also on its first use in a fresh process (where HiGHS likes to greet).
+    code = ("from gpufair.scheduler.policy import ClusterState, JobState, RankState, solve_maxmin\n"
+            "r = RankState\n"
+            "solve_maxmin(ClusterState((\n"
+            "    JobState('w', 20, (r('g0', 10, 0.01), r('g1', 10, 0.02)), 0, 1e4, 10.0),\n"
+            "    JobState('v', 20, (r('g1', 10, 0.01), r('g2', 10, 0.01)), 0, 1e4, 0.0))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+
+
+def test_infeasible_floors_are_a_failed_precondition_and_the_program_recovers():
+    # sd-maxmin relaxes floors that rounding noise made infeasible: the program
+    # must report the infeasible LP as a domain error and still solve afterwards.
+    from gpufair.common.errors import FailedPrecondition
+    from gpufair.scheduler.policy import JobState, RankState
+    r = RankState
+    cluster = ClusterState((
+        JobState("w", 20, (r("g0", 10, 0.01), r("g1", 10, 0.02)), 0, 1e4, 10.0),
+        JobState("v", 20, (r("g1", 10, 0.01), r("g2", 10, 0.01)), 0, 1e4, 0.0),
+    ))
+    prog = SplitProgram(cluster, [0, 1], [0, 0])
+    best = prog.solve(np.zeros(2), np.zeros(2), throughput=np.ones(2))
+    with pytest.raises(FailedPrecondition):
+        prog.solve(np.zeros(2), best.steps * 2.0, throughput=np.ones(2))
+    again = prog.solve(np.zeros(2), np.zeros(2), throughput=np.ones(2))
+    assert math.isclose(again.steps.sum(), best.steps.sum(), rel_tol=1e-9)
