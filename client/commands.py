@@ -34,12 +34,30 @@ class GrpcCommandSource:
         self._stop = threading.Event()
         self._call: grpc.Future | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._offers: list[Callable[[SplitCommand], bool]] = []
+        self._latest: SplitCommand | None = None
         self.known_version = 0
         self.received = 0
 
     def start(self, offer: Callable[[SplitCommand], bool]) -> None:
-        self._thread = threading.Thread(target=self._run, args=(offer,), name=f"gpufair-commands-{self._rank}", daemon=True)
-        self._thread.start()
+        """Deliver commands to `offer` too. One stream serves every loop of the session
+        (say, a training and a validation loop): each gets every command."""
+        with self._lock:
+            self._offers.append(offer)
+            latest = self._latest
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"gpufair-commands-{self._rank}", daemon=True)
+                self._thread.start()
+        if latest is not None:
+            offer(latest)  # a loop created later starts from the split in force
+
+    def _offer(self, command: SplitCommand) -> None:
+        with self._lock:
+            self._latest = command
+            offers = list(self._offers)
+        for offer in offers:
+            offer(command)
 
     def stop(self) -> None:
         self._stop.set()
@@ -49,7 +67,7 @@ class GrpcCommandSource:
         if self._thread:
             self._thread.join(2.0)
 
-    def _run(self, offer: Callable[[SplitCommand], bool]) -> None:
+    def _run(self) -> None:
         backoff = Backoff(self._stop)
         while not self._stop.is_set():
             try:
@@ -63,7 +81,7 @@ class GrpcCommandSource:
                     self.known_version = c.version
                     self.received += 1
                     command = SplitCommand(c.version, c.apply_step, tuple(c.batch_sizes))
-                    offer(command)
+                    self._offer(command)
                     if self._on_command:
                         self._on_command(command, time.time())
             except grpc.RpcError as exc:

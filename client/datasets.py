@@ -8,6 +8,7 @@ without gpufair. Never leaves a partial download visible.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -20,7 +21,9 @@ from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
 from gpufair.client.config import ClientConfig
 from gpufair.common.channels import sync_channel, token_metadata
-from gpufair.common.errors import FailedPrecondition, InvalidArgument, Unavailable
+from gpufair.cache.paths import safe_join
+from gpufair.common.config import S3Config
+from gpufair.common.errors import FailedPrecondition, GpufairError, InvalidArgument, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -53,37 +56,47 @@ def _from_cache(uri: str, cfg: ClientConfig, wait_s: float) -> Path | None:
     return None
 
 
+def _download(client, bucket: str, key: str, staging: Path) -> None:
+    """Every object of the dataset into `staging`, each key placed with `safe_join`."""
+    if key and not key.endswith("/"):
+        client.fget_object(bucket, key, str(staging / PurePosixPath(key).name))
+        return
+    for obj in client.list_objects(bucket, prefix=key or None, recursive=True):
+        if obj.is_dir or obj.object_name.endswith("/"):
+            continue
+        target = safe_join(staging, obj.object_name[len(key):])  # hostile keys cannot escape
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.fget_object(bucket, obj.object_name, str(target))
+
+
 def _from_s3(uri: str, dest_root: Path) -> Path:
     from minio import Minio
-    from minio.error import S3Error
 
     bucket, key = _split(uri)
-    e = os.environ
-    client = Minio(e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"), access_key=e.get("GPUFAIR_S3_ACCESS_KEY", ""),
-                   secret_key=e.get("GPUFAIR_S3_SECRET_KEY", ""), secure=e.get("GPUFAIR_S3_SECURE", "").lower() in {"1", "true"})
+    s3 = S3Config.from_env()
     dest_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=dest_root))
-    try:
-        if key and not key.endswith("/"):
-            target = staging / PurePosixPath(key).name
-            client.fget_object(bucket, key, str(target))
-        else:
-            for obj in client.list_objects(bucket, prefix=key or None, recursive=True):
-                rel = PurePosixPath(obj.object_name[len(key):])
-                if obj.is_dir or ".." in rel.parts:
-                    continue
-                client.fget_object(bucket, obj.object_name, str(staging / rel))
-        final = dest_root / f"{bucket}-{key.strip('/').replace('/', '_') or 'root'}"
+    final = dest_root / f"{bucket}-{key.strip('/').replace('/', '_') or 'root'}"
+    result = final / PurePosixPath(key).name if key and not key.endswith("/") else final
+    # Ranks on one node share the download: one fetches under the lock, the rest find it done.
+    with open(dest_root / f".{final.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-    except S3Error as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise FailedPrecondition(f"{uri}: S3 refused the read ({exc.code})") from None
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise Unavailable(f"{uri}: S3 endpoint unreachable ({exc})") from None
-    return final / PurePosixPath(key).name if key and not key.endswith("/") else final
+            return result
+        staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=dest_root))
+        try:
+            client = Minio(s3.endpoint, access_key=s3.access_key or None, secret_key=s3.secret_key or None, secure=s3.secure)
+            _download(client, bucket, key, staging)
+            staging.rename(final)
+        except GpufairError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - S3Error, urllib3 and OS errors all mean "could not read it"
+            code = getattr(exc, "code", None)
+            if code:
+                raise FailedPrecondition(f"{uri}: S3 refused the read ({code})") from None
+            raise Unavailable(f"{uri}: S3 endpoint {s3.endpoint} unreachable ({type(exc).__name__})") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone after the rename; removes partial data otherwise
+    return result
 
 
 def resolve_dataset(uri: str, *, wait_s: float = 300.0, fallback_dir: str | os.PathLike[str] | None = None,

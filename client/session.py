@@ -120,7 +120,7 @@ class Session:
     def close(self) -> None:
         """Stop telemetry and commands; training state is untouched."""
         for loop in self._loops:
-            loop.close()
+            loop.close()  # the first close stops the shared command source; later ones are no-ops
         if self._reporter:
             self._reporter.close()
         for ch in self._channels:
