@@ -69,3 +69,27 @@ async def test_metrics_match_what_two_real_ddp_jobs_measured(tmp_path: Path, etc
             job.kill()
         await sched.close()
         await metrics.stop(0)
+
+
+async def test_a_job_the_scheduler_refuses_fails_on_every_rank_instead_of_hanging(tmp_path: Path, etcd_endpoint: str, etcd_root: str) -> None:
+    from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
+    from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
+
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr="127.0.0.1:1")
+    sched = await start_replica(cfg, PolicySettings("even", 1.0, 0.05))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            # Someone else already registered job-z with another shape.
+            spec = spb.JobSpec(job_id="job-z", model="other", global_batch=16, total_samples=100,
+                               ranks=[spb.RankPlacement(rank=0, device_id="g0")])
+            await spb_grpc.SchedulerServiceStub(ch).RegisterJob(spb.RegisterJobRequest(spec=spec))
+        env = dict(os.environ, GPUFAIR_SCHEDULER_ADDR=f"127.0.0.1:{sched.server.port}", GPUFAIR_METRICS_ADDR="127.0.0.1:1")
+        job = launch("job-z", [str(EXAMPLE), "--job", "job-z", "--global-batch", "32", "--dataset-size", "256"], 2, tmp_path, env)
+        try:
+            codes = await _wait(job, 90)
+        finally:
+            job.kill()
+        assert all(c != 0 for c in codes), job.logs()
+        assert job.logs().count("refused job 'job-z'") >= 2  # both ranks say why
+    finally:
+        await sched.close()
