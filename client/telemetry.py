@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +36,9 @@ class TelemetryReporter:
                  max_batch: int = 256, flush_s: float = 0.2, device_probe: DeviceProbe | None = None,
                  busy_clock: Callable[[], float] | None = None) -> None:
         self._stub = pb_grpc.MetricsServiceStub(channel)
-        self._header = dict(job_id=job_id, rank=rank, node=node, device_id=device_id, global_batch=global_batch, total_samples=total_samples)
+        # A random incarnation tells the service a restarted process apart from a replay.
+        self._header = dict(job_id=job_id, rank=rank, node=node, device_id=device_id, global_batch=global_batch, total_samples=total_samples,
+                            incarnation=secrets.randbits(63) + 1)
         self._metadata = metadata
         self._queue: collections.deque[pb.StepRecord] = collections.deque(maxlen=max_queue)
         self._max_batch, self._flush_s = max_batch, flush_s
@@ -43,7 +46,8 @@ class TelemetryReporter:
         self._last_busy = busy_clock() if busy_clock else 0.0
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self.dropped = 0
+        self._dropped_queue = 0  # written by the training thread only
+        self._dropped_inflight = 0  # written by the sender thread only
         self.sent = 0
         self.rejected = 0
         self._seq = 0
@@ -60,7 +64,7 @@ class TelemetryReporter:
             busy = self._busy_clock()
             compute, self._last_busy = busy - self._last_busy, busy
         if len(self._queue) == self._queue.maxlen:
-            self.dropped += 1
+            self._dropped_queue += 1
         self._queue.append(pb.StepRecord(step=record.global_step, local_batch=record.local_batch_size, compute_s=max(compute, 0.0),
                                          data_wait_s=record.data_wait_s, samples_total=record.local_samples_total,
                                          steps_total=record.steps_total, unix_time_s=time.time()))
@@ -105,12 +109,17 @@ class TelemetryReporter:
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                     logger.error("telemetry refused (%s); not retrying", code.name)
                     return
-                self.dropped += len(self._inflight)  # the batch in flight may be lost
+                self._dropped_inflight += len(self._inflight)  # the batch in flight may be lost
                 logger.debug("telemetry stream broke (%s); reconnecting", code)
             except Exception:  # noqa: BLE001 - the sender must never die silently
                 logger.exception("telemetry sender failed; reconnecting")
             if not backoff.wait():
                 return
+
+    @property
+    def dropped(self) -> int:
+        """Records lost so far: pushed out of the full queue, or in flight when a stream broke."""
+        return self._dropped_queue + self._dropped_inflight
 
     def close(self, timeout: float = 2.0) -> None:
         self._stop.set()

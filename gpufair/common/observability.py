@@ -7,14 +7,18 @@ and metrics to a collector. With neither, the API's no-op providers are used.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 from opentelemetry import metrics, trace
 
 from gpufair.common.config import CommonConfig
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def setup_logging(level: str) -> None:
@@ -56,3 +60,22 @@ def setup_telemetry(config: CommonConfig, service_name: str) -> int | None:
     if readers:
         metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
     return prom_port
+
+
+def on_loop(loop: "asyncio.AbstractEventLoop", fn: Callable[[], T], timeout: float = 2.0) -> T:
+    """Run `fn` on the service's event loop and return its result.
+
+    Metric callbacks run on the exporter's thread (a Prometheus scrape, the
+    OTLP timer) while the loop mutates the state they read; reading it on the
+    loop itself keeps every observation consistent.
+    """
+    try:
+        if asyncio.get_running_loop() is loop:
+            return fn()
+    except RuntimeError:
+        pass  # no loop in this thread: the usual case
+
+    async def call() -> T:
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 from gpufair.cache.app import build_node
@@ -14,7 +15,7 @@ from gpufair.common.runner import run_service
 
 async def _build(config: CommonConfig):
     node = await build_node(config, NodeCacheConfig.from_env())
-    register_instruments(node.cache, node.servicer.counters, node.cache.config.node)
+    register_instruments(node.cache, node.servicer.counters, node.cache.config.node, asyncio.get_running_loop())
     return node.deps(auth_interceptors(config)), node.close
 
 

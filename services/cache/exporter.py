@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 
 from gpufair.cache.node.cache import NodeCache
+from gpufair.common.observability import on_loop
 
 
 @dataclass
@@ -19,9 +21,11 @@ class CacheCounters:
     by_state: dict[str, int] = field(default_factory=dict)
 
 
-def register_instruments(cache: NodeCache, counters: CacheCounters, node: str, meter: metrics.Meter | None = None) -> None:
+def register_instruments(cache: NodeCache, counters: CacheCounters, node: str, loop: asyncio.AbstractEventLoop,
+                         meter: metrics.Meter | None = None) -> None:
+    """Counters are plain ints (atomic reads); the byte gauge reads the index on the service's loop."""
     meter = meter or metrics.get_meter("gpufair.cache")
     attrs = {"node": node}
     meter.create_observable_counter("gpufair_cache_hits", [lambda _: [Observation(counters.hits, attrs)]], description="resolves served from the cache")
     meter.create_observable_counter("gpufair_cache_misses", [lambda _: [Observation(counters.misses, attrs)]], description="resolves that had to fetch")
-    meter.create_observable_gauge("gpufair_cache_bytes", [lambda _: [Observation(cache.usage()[0], attrs)]], description="bytes held or reserved")
+    meter.create_observable_gauge("gpufair_cache_bytes", [lambda _: [Observation(on_loop(loop, cache.usage)[0], attrs)]], description="bytes held or reserved")

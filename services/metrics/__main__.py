@@ -15,7 +15,7 @@ from gpufair.metrics.store import MetricsStore
 
 async def _build(config: CommonConfig):
     store = MetricsStore()
-    register_instruments(store)
+    register_instruments(store, asyncio.get_running_loop())
     housekeeping = asyncio.create_task(expire_loop(store))
 
     async def cleanup() -> None:

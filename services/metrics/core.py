@@ -52,6 +52,7 @@ class RankWindow:
     last_step: int = -1
     dropped_total: int = 0
     first_t: float = math.inf
+    incarnation: int = 0
 
 
 @dataclass

@@ -66,7 +66,8 @@ class MetricsServicer(pb_grpc.MetricsServiceServicer):
                 yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, rejected=len(req.records), error=str(exc))
                 continue
             records, bad, error = _records(req)
-            res = self._store.ingest(req.job_id, req.rank, req.node, req.device_id, req.global_batch, req.total_samples, req.dropped_total, records)
+            res = self._store.ingest(req.job_id, req.rank, req.node, req.device_id, req.global_batch, req.total_samples, req.dropped_total,
+                                     records, req.incarnation)
             yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, accepted=res.accepted, rejected=res.rejected + bad, error=error or res.error)
 
     async def GetJobStats(self, request: pb.GetJobStatsRequest, context: grpc.aio.ServicerContext) -> pb.GetJobStatsResponse:

@@ -42,7 +42,8 @@ class MetricsStore:
         self.records_total = 0
         self.rejected_total = 0
 
-    def ingest(self, job: str, rank: int, node: str, device_id: str, global_batch: int, total_samples: int, dropped_total: int, records: Iterable[Record]) -> IngestResult:
+    def ingest(self, job: str, rank: int, node: str, device_id: str, global_batch: int, total_samples: int, dropped_total: int,
+               records: Iterable[Record], incarnation: int = 0) -> IngestResult:
         """Append validated records of one rank; out-of-order or backwards records are rejected."""
         key = RankKey(job, rank)
         win = self._ranks.get(key)
@@ -57,13 +58,17 @@ class MetricsStore:
         win.dropped_total = max(win.dropped_total, dropped_total)
         accepted = rejected = 0
         error = ""
+        if incarnation != win.incarnation:
+            # A new trainer process (resumed from a checkpoint, maybe at an earlier
+            # step): its local counters start again, so the window does too.
+            win.records.clear()
+            win.last_step, win.samples_total, win.incarnation = -1, 0, incarnation
         for r in records:
-            if r.step <= win.last_step:
+            if r.step <= win.last_step or r.samples_total < win.samples_total:
                 rejected += 1
-                error = error or f"record for step {r.step} is not after step {win.last_step}, already reported"
+                error = error or (f"record for step {r.step} is not after step {win.last_step} "
+                                  f"(or its counters went backwards): already reported")
                 continue
-            if r.samples_total < win.samples_total:
-                win.records.clear()  # the rank restarted its local counter: rates start afresh
             win.records.append(r)
             win.samples_total, win.steps_total, win.last_step = r.samples_total, r.steps_total, r.step
             win.first_t = min(win.first_t, r.t)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 from gpufair.common.auth import auth_interceptors
@@ -13,7 +14,7 @@ from gpufair.scheduler.exporter import register_instruments
 
 async def _build(config: CommonConfig):
     replica = await build_replica(config, default_policy())
-    register_instruments(replica.registry, replica.loop)
+    register_instruments(replica.registry, replica.loop, asyncio.get_running_loop())
     return start_background(replica, auth_interceptors(config)), replica.close
 
 

@@ -83,3 +83,17 @@ async def test_progress_survives_a_service_restart_because_counters_are_cumulati
                 assert stats.samples_done == steps[-1] * 32 + 32
         finally:
             await running.stop(0)
+
+
+async def test_a_trainer_resumed_from_an_earlier_checkpoint_is_followed(stub) -> None:
+    before = _batch("job-ckpt", 0, range(0, 100), 32, 0.01, 0, 0.0, 0.1, gb=32)
+    # The process died at step 99 and resumed from the checkpoint of step 60: a new local counter.
+    before.incarnation = 1
+    after = _batch("job-ckpt", 0, range(60, 80), 32, 0.01, 0, 20.0, 0.1, gb=32, seq=1)
+    after.incarnation = 2
+    for i, r in enumerate(after.records):
+        r.samples_total, r.steps_total = (i + 1) * 32, 61 + i
+    acks = [a async for a in stub.ReportTelemetry(iter([before, after]))]
+    assert [a.accepted for a in acks] == [100, 20]
+    stats = (await stub.GetJobStats(pb.GetJobStatsRequest(job_id="job-ckpt"))).stats
+    assert stats.ranks[0].last_step == 79 and stats.steps_done == 80 and stats.samples_done == 80 * 32

@@ -53,7 +53,7 @@ class StepRecord(_message.Message):
     def __init__(self, step: _Optional[int] = ..., local_batch: _Optional[int] = ..., compute_s: _Optional[float] = ..., data_wait_s: _Optional[float] = ..., samples_total: _Optional[int] = ..., steps_total: _Optional[int] = ..., unix_time_s: _Optional[float] = ..., device: _Optional[_Union[DeviceReading, _Mapping]] = ...) -> None: ...
 
 class ReportTelemetryRequest(_message.Message):
-    __slots__ = ("job_id", "rank", "node", "device_id", "global_batch", "total_samples", "records", "dropped_total", "batch_seq")
+    __slots__ = ("job_id", "rank", "node", "device_id", "global_batch", "total_samples", "records", "dropped_total", "batch_seq", "incarnation")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class ReportTelemetryRequest(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     BATCH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     rank: int
     node: str
@@ -72,7 +73,8 @@ class ReportTelemetryRequest(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[StepRecord]
     dropped_total: int
     batch_seq: int
-    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., device_id: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., records: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., dropped_total: _Optional[int] = ..., batch_seq: _Optional[int] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., device_id: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., records: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., dropped_total: _Optional[int] = ..., batch_seq: _Optional[int] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class ReportTelemetryResponse(_message.Message):
     __slots__ = ("batch_seq", "accepted", "rejected", "error")
