@@ -27,6 +27,8 @@ _USAGE_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grp
 
 @dataclass(frozen=True)
 class Endpoints:
+    """Where the services are and how to reach them (the trainers' configuration plus etcd and S3)."""
+
     metrics: str
     scheduler: str
     cache: str
@@ -34,24 +36,35 @@ class Endpoints:
     s3: str
     token: str
     tls_ca: str
+    tls: bool = False
+    client_cert: str = ""
+    client_key: str = ""
 
     @classmethod
     def from_env(cls) -> "Endpoints":
+        from gpufair.client.config import ClientConfig
+
         e = os.environ
-        token = e.get("GPUFAIR_ADMIN_TOKEN", "")
-        if e.get("GPUFAIR_ADMIN_TOKEN_FILE"):
+        c = ClientConfig.from_env()
+        # An operator's admin token wins over a job token that may also be set.
+        admin = e.get("GPUFAIR_ADMIN_TOKEN", "")
+        if not admin and e.get("GPUFAIR_ADMIN_TOKEN_FILE"):
             with open(e["GPUFAIR_ADMIN_TOKEN_FILE"], encoding="utf-8") as fh:
-                token = fh.read().strip()
-        return cls(e.get("GPUFAIR_METRICS_ADDR", "127.0.0.1:50051"), e.get("GPUFAIR_SCHEDULER_ADDR", "127.0.0.1:50052"),
-                   e.get("GPUFAIR_CACHE_ADDR", "127.0.0.1:50053"), e.get("GPUFAIR_ETCD", "127.0.0.1:2379"),
-                   e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"), token, e.get("GPUFAIR_TLS_CA", ""))
+                admin = fh.read().strip()
+        return cls(c.metrics_addr, c.scheduler_addr, c.cache_addr, e.get("GPUFAIR_ETCD", "127.0.0.1:2379"),
+                   e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"), admin or c.token, c.tls_ca, c.tls, c.client_cert, c.client_key)
+
+    @property
+    def secure(self) -> bool:
+        return self.tls or bool(self.tls_ca)
 
     def channel(self, address: str) -> grpc.Channel:
-        return sync_channel(address, tls_ca=self.tls_ca, token=self.token if self.tls_ca else "")
+        return sync_channel(address, tls_ca=self.tls_ca, tls=self.tls, token=self.token if self.secure else "",
+                            client_cert=self.client_cert, client_key=self.client_key)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
-        return () if self.tls_ca else token_metadata(self.token)
+        return () if self.secure else token_metadata(self.token)
 
 
 def add_json_flag(p: argparse.ArgumentParser) -> None:

@@ -105,3 +105,11 @@ def test_service_process_serves_health_and_exits_cleanly_on_sigterm() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("env", [{"GPUFAIR_POLICY": "fastest"}, {"GPUFAIR_PERIOD_S": "soon"}, {"GPUFAIR_LEASE_TTL": "ten"}])
+def test_bad_configuration_is_one_line_and_exit_2(env: dict[str, str]) -> None:
+    full = dict(os.environ, GPUFAIR_LISTEN="127.0.0.1:0", GPUFAIR_ETCD="127.0.0.1:1", **env)
+    done = subprocess.run([sys.executable, "-m", "gpufair.scheduler"], env=full, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "bad configuration" in done.stderr and "Traceback" not in done.stderr
