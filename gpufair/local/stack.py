@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +23,14 @@ def start_service(module: str, env: dict[str, str], log_path: Path, timeout: flo
                             start_new_session=True)
     log.close()
     child = ChildProcess(proc, log_path)
-    deadline = time.monotonic() + timeout
     assert proc.stdout is not None
-    line = proc.stdout.readline().decode(errors="replace")
+    # Wait for the announcement with a deadline: a service stuck before it must not hang us.
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline().decode(errors="replace") if ready else ""
     m = _PORT.search(line)
-    if not m or time.monotonic() > deadline:
+    if not m:
         child.stop()
-        raise RuntimeError(f"{module} did not start:\n{line}{child.log_tail()}")
+        raise RuntimeError(f"{module} did not start within {timeout:.0f}s:\n{line}{child.log_tail()}")
     return child, int(m.group(1))
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.planner import Plan, parse_pipeline, plan
-from gpufair.common.errors import InvalidArgument, NotFound, Unavailable
+from gpufair.common.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys, check_segment
 
@@ -36,8 +37,9 @@ class Run:
 
 
 def run_id_for(name: str, now: float) -> str:
+    """`<pipeline>-<unix time>-<random>`: unique even for two submissions in one second."""
     base = re.sub(r"[^A-Za-z0-9._-]", "-", name or "pipeline").strip("-.") or "pipeline"
-    return f"{base[:200]}-{int(now)}"
+    return f"{base[:200]}-{int(now)}-{secrets.token_hex(3)}"
 
 
 class PipelineRunner:
@@ -68,11 +70,14 @@ class PipelineRunner:
                 check_segment("run_id", run_id)
             except ValueError as exc:
                 raise InvalidArgument(str(exc)) from None
-        pipeline = parse_pipeline(text, source or "<submitted>")
+        if run_id in self.runs:
+            raise AlreadyExists(f"pipeline run {run_id!r} was already submitted on this node")
+        # Parsing a large document takes a while: off the event loop, which also serves trainers.
+        pipeline = await asyncio.to_thread(parse_pipeline, text, source or "<submitted>")
         fetchable = [d.uri for d in pipeline.datasets if d.fetchable]
         sizes = {uri: s for uri, s in zip(fetchable, await asyncio.gather(*(self._size_of(u) for u in fetchable))) if s is not None}
         durations = await self._durations([s.history_key(pipeline.name) for s in pipeline.steps])
-        the_plan = plan(pipeline, durations=durations, sizes=sizes, bandwidth_bytes_per_s=self.bandwidth, now=0.0)
+        the_plan = await asyncio.to_thread(plan, pipeline, durations=durations, sizes=sizes, bandwidth_bytes_per_s=self.bandwidth, now=0.0)
         now = self._clock()
         run = Run(run_id or run_id_for(pipeline.name, now), the_plan, now)
         if start_prefetch:
@@ -107,6 +112,8 @@ class PipelineRunner:
     async def _release_later(self, run: Run) -> None:
         await asyncio.sleep(max(run.plan.makespan_s, 0.0) + self._margin)
         self._cache.unpin(run.run_id)
+        if self.runs.get(run.run_id) is run:
+            del self.runs[run.run_id]  # its plan stays in etcd
 
     def get(self, run_id: str) -> Run:
         if run_id not in self.runs:

@@ -133,3 +133,13 @@ async def test_recorded_step_durations_drive_the_predicted_starts(node, bucket: 
     plan = (await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=text, source="p.yaml", run_id="run-2"))).plan
     starts = {s.name: s.predicted_start_s for s in plan.steps}
     assert starts["train"] == pytest.approx(220.0)
+
+
+async def test_a_run_id_is_submitted_once(node, bucket: str) -> None:
+    req = pb.SubmitPipelineRequest(yaml=PIPELINE.format(bucket=bucket), source="p.yaml", run_id="run-3")
+    await node.SubmitPipeline(req)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await node.SubmitPipeline(req)
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    ids = {(await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=req.yaml))).plan.run_id for _ in range(2)}
+    assert len(ids) == 2  # generated ids never collide
