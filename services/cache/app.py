@@ -63,7 +63,7 @@ async def build_node(common: CommonConfig, cfg: NodeCacheConfig) -> CacheNode:
     keys = Keys(common.etcd_root)
     state = EtcdState(common.etcd, lease_ttl=common.lease_ttl)
     s3 = make_client(cfg)
-    cache = NodeCache(cfg, s3=s3, publisher=EtcdPublisher(common.etcd, cfg.node, keys))
+    cache = NodeCache(cfg, s3=s3, publisher=EtcdPublisher(state, cfg.node, keys))  # one etcd client per process
     await cache.start()
     try:
         # Liveness of this node's cache, bound to the process lease (gone when the process is).

@@ -8,11 +8,11 @@ etcd is away.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any, Protocol
 
 from gpufair.common.errors import Unavailable
+from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
 
 from .status import EntryStatus
@@ -66,46 +66,42 @@ class MemoryPublisher:
 
 
 class EtcdPublisher:
-    """EntryPublisher over aetcd; values are JSON."""
+    """EntryPublisher over the process's etcd client (`EtcdState`); values are JSON.
 
-    def __init__(self, endpoint: str, node: str, keys: Keys | None = None, timeout: int = 5) -> None:
-        import aetcd  # deferred: keep imports of this module cheap
+    Given an endpoint instead of an `EtcdState` it opens (and later closes) its own.
+    """
 
-        host, _, port = endpoint.rpartition(":")
-        self.endpoint = endpoint
+    def __init__(self, etcd: EtcdState | str, node: str, keys: Keys | None = None, timeout: int = 5) -> None:
+        self._own = isinstance(etcd, str)
+        self._state = EtcdState(etcd, timeout=timeout) if isinstance(etcd, str) else etcd
+        self.endpoint = self._state.endpoint
         self.node = node
         self.keys = keys or Keys()
-        self._client = aetcd.Client(host=host or "127.0.0.1", port=int(port), timeout=timeout)
         self._prefix = self.keys.cache_node_prefix(node) + "entries/"
 
     async def put(self, entry_id: str, record: Record) -> None:
-        key = self.keys.cache_entry(self.node, entry_id).encode()
-        await self._call(self._client.put(key, json.dumps(record, sort_keys=True).encode()))
+        await self._call(self._state.put(self.keys.cache_entry(self.node, entry_id), record))
 
     async def delete(self, entry_id: str) -> None:
-        await self._call(self._client.delete(self.keys.cache_entry(self.node, entry_id).encode()))
+        await self._call(self._state.delete(self.keys.cache_entry(self.node, entry_id)))
 
     async def list(self) -> dict[str, Record]:
-        res = await self._call(self._client.get_prefix(self._prefix.encode()))
-        out: dict[str, Record] = {}
-        for kv in res:
-            entry_id = kv.key.decode()[len(self._prefix):]
-            try:
-                out[entry_id] = json.loads(kv.value)
-            except ValueError:
-                logger.warning("ignoring unreadable cache record %s", kv.key.decode())
-        return out
+        values, _ = await self._call(self._state.get_prefix(self._prefix))
+        return {key[len(self._prefix):]: stored.value for key, stored in values.items()}
 
     async def close(self) -> None:
-        await self._client.close()
+        if self._own:
+            await self._state.close()
 
     async def _call(self, coro: Any) -> Any:
         import aetcd.exceptions
 
         try:
             return await coro
-        except (aetcd.exceptions.ClientError, OSError) as exc:
-            raise Unavailable(f"etcd at {self.endpoint} is unreachable: {type(exc).__name__}") from None
+        except Unavailable:
+            raise
+        except (aetcd.exceptions.ClientError, OSError, ValueError) as exc:
+            raise Unavailable(f"etcd at {self.endpoint} failed: {type(exc).__name__}") from None
 
 
 class PublishQueue:
