@@ -10,6 +10,7 @@ from typing import Protocol
 import aetcd
 
 from gpufair.client.workloads.record import Profile
+from gpufair.common.config import EtcdAuth
 from gpufair.common.errors import InvalidArgument, Unavailable
 from gpufair.common.keys import Keys
 
@@ -99,7 +100,8 @@ async def etcd_profile_store(
 ) -> AsyncIterator[EtcdProfileStore]:
     """Connect to etcd at `endpoint` ("host:port") and yield a profile store."""
     host, port = parse_endpoint(endpoint)
-    client = aetcd.Client(host, port, timeout=timeout_s)
+    creds = EtcdAuth.from_env()
+    client = aetcd.Client(host, port, timeout=timeout_s, username=creds.username or None, password=creds.password or None)
     try:
         await client.connect()
     except (aetcd.ClientError, OSError) as e:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 ENV_DOC: dict[str, tuple[str, str]] = {
     "GPUFAIR_ETCD": ("127.0.0.1:2379", "etcd endpoint host:port"),
     "GPUFAIR_ETCD_ROOT": ("/gpufair", "key prefix for all gpufair state"),
+    "GPUFAIR_ETCD_USERNAME": ("(none)", "etcd user, when etcd has authentication on"),
+    "GPUFAIR_ETCD_PASSWORD": ("(none)", "etcd password (or GPUFAIR_ETCD_PASSWORD_FILE)"),
     "GPUFAIR_LISTEN": ("per service: 0.0.0.0:50051/50052/50053", "address a service binds (port 0 = any free port)"),
     "GPUFAIR_METRICS_ADDR": ("127.0.0.1:50051", "metrics service address for clients"),
     "GPUFAIR_SCHEDULER_ADDR": ("127.0.0.1:50052", "scheduler service address for clients"),
@@ -77,6 +79,22 @@ def parse_bytes(text: str) -> int:
 
 
 @dataclass(frozen=True)
+class EtcdAuth:
+    """etcd credentials (from a secret); empty means etcd has authentication off."""
+
+    username: str = ""
+    password: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "EtcdAuth":
+        e = os.environ if env is None else env
+        return cls(e.get("GPUFAIR_ETCD_USERNAME", ""), _secret(e, "GPUFAIR_ETCD_PASSWORD"))
+
+    def __repr__(self) -> str:  # never print the password
+        return f"EtcdAuth(username={self.username!r})"
+
+
+@dataclass(frozen=True)
 class TlsConfig:
     cert_file: str = ""
     key_file: str = ""
@@ -116,6 +134,7 @@ class CommonConfig:
     lease_ttl: int = 10
     tls: TlsConfig = field(default_factory=TlsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    etcd_auth: EtcdAuth = field(default_factory=EtcdAuth)
 
     @classmethod
     def from_env(cls, default_listen: str, env: Mapping[str, str] | None = None) -> "CommonConfig":
@@ -140,6 +159,7 @@ class CommonConfig:
                 client_ca_file=e.get("GPUFAIR_TLS_CLIENT_CA", ""),
                 ca_file=e.get("GPUFAIR_TLS_CA", ""),
             ),
+            etcd_auth=EtcdAuth.from_env(e),
             auth=AuthConfig(
                 admin_token=admin,
                 job_token_secret=_secret(e, "GPUFAIR_JOB_TOKEN_SECRET") or admin,

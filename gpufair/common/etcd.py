@@ -22,6 +22,7 @@ from typing import Any
 import aetcd
 import aetcd.exceptions
 
+from gpufair.common.config import EtcdAuth
 from gpufair.common.errors import FailedPrecondition, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -62,11 +63,13 @@ def _encode(value: Json) -> bytes:
 class EtcdState:
     """One etcd client, one kept-alive lease, and the keys bound to it."""
 
-    def __init__(self, endpoint: str, *, lease_ttl: int = 10, timeout: float = 5.0) -> None:
+    def __init__(self, endpoint: str, *, lease_ttl: int = 10, timeout: float = 5.0, auth: EtcdAuth | None = None) -> None:
         host, port = parse_endpoint(endpoint)
         self.endpoint = endpoint
         self.lease_ttl = lease_ttl
-        self._client = aetcd.Client(host=host, port=port, timeout=timeout)
+        creds = auth or EtcdAuth.from_env()
+        self._client = aetcd.Client(host=host, port=port, timeout=timeout, username=creds.username or None,
+                                    password=creds.password or None)
         self._lease: Any = None
         self._lease_lock = asyncio.Lock()  # one grant, however many first callers race
         self._rebind_pending = False
@@ -85,8 +88,14 @@ class EtcdState:
         except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as exc:
             raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
         except aetcd.exceptions.ClientError as exc:
-            if "unavailable" in str(exc).lower() or "connect" in str(exc).lower():
+            text = str(exc).lower()
+            if "unavailable" in text or "connect" in text:
                 raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
+            if isinstance(exc, aetcd.exceptions.UnauthenticatedError) or any(
+                    w in text for w in ("user name is empty", "permission denied", "authentication failed", "invalid auth token")):
+                # Wrong or missing credentials: the service cannot work until an operator fixes them.
+                raise Unavailable(f"etcd at {self.endpoint} refused gpufair's credentials "
+                                  f"(GPUFAIR_ETCD_USERNAME / GPUFAIR_ETCD_PASSWORD_FILE): {exc}") from exc
             raise
 
     async def ping(self) -> bool:

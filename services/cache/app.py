@@ -61,7 +61,7 @@ def _sizer(source: S3Source):
 
 async def build_node(common: CommonConfig, cfg: NodeCacheConfig) -> CacheNode:
     keys = Keys(common.etcd_root)
-    state = EtcdState(common.etcd, lease_ttl=common.lease_ttl)
+    state = EtcdState(common.etcd, lease_ttl=common.lease_ttl, auth=common.etcd_auth)
     s3 = make_client(cfg)
     cache = NodeCache(cfg, s3=s3, publisher=EtcdPublisher(state, cfg.node, keys))  # one etcd client per process
     await cache.start()

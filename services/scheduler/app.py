@@ -58,7 +58,7 @@ def default_policy(env: dict[str, str] | None = None) -> PolicySettings:
 async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "") -> SchedulerReplica:
     identity = identity or f"{config.node}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     keys = Keys(config.etcd_root)
-    state = EtcdState(config.etcd, lease_ttl=config.lease_ttl)
+    state = EtcdState(config.etcd, lease_ttl=config.lease_ttl, auth=config.etcd_auth)
     hub = CommandHub()
     registry = JobRegistry(state, keys, on_split=hub.publish, on_removed=hub.close)
     election = LeaderElection(state, keys.leader(), identity)
