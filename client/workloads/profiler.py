@@ -10,6 +10,7 @@ fitted t(b) = a + c*b.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import re
@@ -102,8 +103,9 @@ def _worker(rank: int, world: int, cfg: ProfileConfig, out_dir: str) -> None:
     torch.set_num_threads(cfg.threads_per_device)
     cuda = torch.cuda.is_available()
     if world > 1:
+        # A bounded timeout: if one rank fails, the others' collectives end too.
         dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{out_dir}/rendezvous",
-                                rank=rank, world_size=world)
+                                rank=rank, world_size=world, timeout=datetime.timedelta(seconds=300))
     device = torch.device(f"cuda:{rank}" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -121,6 +123,9 @@ def _worker(rank: int, world: int, cfg: ProfileConfig, out_dir: str) -> None:
         if reader is not None:
             reader.close()
         if world > 1:
+            # Leave together: a rank tearing gloo down while its peer is still
+            # talking aborts ("terminate called without an active exception").
+            dist.barrier()
             dist.destroy_process_group()
     if rank == 0:
         (Path(out_dir) / "result.json").write_text(json.dumps([r.to_dict() for r in rows]))
