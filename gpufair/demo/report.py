@@ -24,7 +24,8 @@ def table(runs: list[RunResult]) -> str:
         lines.append(f"{label:14}" + "".join(f"{fmt.format(getattr(r, attr)):>22}" for r in runs))
     cut = 1 - fair.max_sd / base.max_sd if base.max_sd else 0.0
     util = fair.gpu_util / base.gpu_util - 1 if base.gpu_util else 0.0
-    lines.append(f"\n{fair.policy} vs {base.policy}: max slow-down {cut:+.0%} lower, GPU utilisation {util:+.0%}")
+    lines.append(f"\n{fair.policy} vs {base.policy}: max slow-down {cut:.0%} {'lower' if cut >= 0 else 'HIGHER'}, "
+                 f"GPU utilisation {util:+.0%}")
     return "\n".join(lines)
 
 
