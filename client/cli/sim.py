@@ -19,7 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, required=True, help="number of GPUs in the cluster")
     p.add_argument("--policy", required=True, help="even, balance, sd-feedback or sd-maxmin")
     p.add_argument("--workload", required=True, help="trace CSV (gpufair or AdaptDL format)")
-    p.add_argument("--seed", type=int, default=0, help="placement tie-break seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the placement's random draws (default 0)")
+    p.add_argument("--placement", default="least-loaded", metavar="NAME",
+                   help="where arriving jobs go, the same for every compared policy: "
+                        "least-loaded (default; fewest jobs first, seeded ties), packed "
+                        "(first fit on the lowest-numbered GPUs with room) or random (seeded)")
     p.add_argument("--json", action="store_true", help="print the JSON summary")
     p.add_argument("--plot", metavar="OUT.png", help="write SD and utilisation plots")
     p.add_argument("--compare", metavar="P1,P2,...",
@@ -48,7 +53,8 @@ def run_sim(args: argparse.Namespace) -> int:
         policies = [args.policy] + [p.strip() for p in (args.compare or "").split(",")
                                     if p.strip() and p.strip() != args.policy]
         results = [simulate(colo, trace, SimConfig(args.gpus, p, period_s=args.period,
-                                                   max_per_gpu=args.max_per_gpu, seed=args.seed))
+                                                   max_per_gpu=args.max_per_gpu, seed=args.seed,
+                                                   placement=args.placement))
                    for p in policies]
     except GpufairError as e:
         print(f"gpufair sim: {e}", file=sys.stderr)
@@ -58,7 +64,8 @@ def run_sim(args: argparse.Namespace) -> int:
         out = summaries[0] if len(summaries) == 1 else {**summaries[0], "compare": summaries[1:]}
         print(json.dumps(out, indent=2))
     else:
-        print(f"{args.gpu_type} x{args.gpus}, {len(trace)} jobs from {args.workload}")
+        print(f"{args.gpu_type} x{args.gpus}, {len(trace)} jobs from {args.workload}, "
+              f"placement {args.placement}")
         print(_table(summaries))
     if args.plot:
         try:

@@ -44,17 +44,16 @@ def fit_step_time(points: Sequence[tuple[float, float]]) -> StepTimeModel:
     """Least-squares fit of (batch, step seconds) points, with a >= 0 and c >= 0."""
     _check(points)
     n = len(points)
-    sb = sum(b for b, _ in points)
-    st = sum(t for _, t in points)
-    sbb = sum(b * b for b, _ in points)
-    sbt = sum(b * t for b, t in points)
-    det = n * sbb - sb * sb  # > 0: at least two distinct batches
-    c = (n * sbt - sb * st) / det
-    a = (st - c * sb) / n
+    # Centred sums: the raw normal equations lose digits when batches are close.
+    mb = sum(b for b, _ in points) / n
+    mt = sum(t for _, t in points) / n
+    sbb = sum((b - mb) ** 2 for b, _ in points)  # > 0: at least two distinct batches
+    c = sum((b - mb) * (t - mt) for b, t in points) / sbb
+    a = mt - c * mb
     if a < 0:  # best line through the origin
-        return StepTimeModel(0.0, sbt / sbb)
+        return StepTimeModel(0.0, sum(b * t for b, t in points) / sum(b * b for b, _ in points))
     if c < 0:  # step time does not grow with batch: best constant
-        return StepTimeModel(st / n, 0.0)
+        return StepTimeModel(mt, 0.0)
     return StepTimeModel(a, c)
 
 

@@ -109,9 +109,7 @@ class EtcdState:
     async def close(self) -> None:
         """Stop the keepalive, revoke the lease (liveness keys vanish at once), close."""
         self._closed = True
-        if self._keepalive:
-            self._keepalive.cancel()
-            await asyncio.gather(self._keepalive, return_exceptions=True)
+        await stop_task(self._keepalive)
         if self._lease is not None:
             try:
                 await asyncio.wait_for(self._client.revoke_lease(self._lease.id), 2)
@@ -252,5 +250,25 @@ class EtcdState:
     # --- watches -------------------------------------------------------------
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> Any:
-        """An aetcd Watch over a prefix from a revision (iterate, then `.cancel()`)."""
+        """An aetcd Watch over a prefix from a revision (iterate, then `cancel_watch()` it)."""
         return await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision)
+
+
+async def cancel_watch(watch: Any, timeout: float = 2.0) -> None:
+    """Cancel a watch without ever hanging: aetcd's cancel waits on its watcher's
+    stream, which may be stuck when etcd went away or the task is being cancelled."""
+    try:
+        await asyncio.wait_for(watch.cancel(), timeout)
+    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - best effort; the stream dies with the client
+        logger.debug("watch cancel did not complete", exc_info=True)
+
+
+async def stop_task(task: "asyncio.Task[Any] | None", timeout: float = 5.0) -> None:
+    """Cancel a background task and wait for it, but never forever."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout)
+    except asyncio.TimeoutError:
+        logger.warning("task %s did not stop within %.0fs", task.get_name(), timeout)

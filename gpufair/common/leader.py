@@ -12,7 +12,7 @@ import logging
 import time
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState
+from gpufair.common.etcd import EtcdState, cancel_watch, stop_task
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +44,7 @@ class LeaderElection:
 
     async def stop(self) -> None:
         """Stop campaigning and give leadership up at once (not after the TTL)."""
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await stop_task(self._task)
         if self.is_leader:
             self._leader.clear()
             try:
@@ -94,7 +92,7 @@ class LeaderElection:
                     self._step_down("leader key deleted")
                     return
         finally:
-            await watch.cancel()
+            await cancel_watch(watch)
 
     def _step_down(self, why: str) -> None:
         if self._leader.is_set():

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState, Json
+from gpufair.common.etcd import EtcdState, Json, cancel_watch, stop_task
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +44,7 @@ class PrefixCache:
             return False
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await stop_task(self._task)
 
     async def _run(self) -> None:
         while True:
@@ -83,7 +81,7 @@ class PrefixCache:
                     self.values[key] = value
                     self._notify(key, value)
         finally:
-            await watch.cancel()
+            await cancel_watch(watch)
 
     def _notify(self, key: str, value: Json | None) -> None:
         if self._on_change is None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState, StaleVersion
+from gpufair.common.etcd import EtcdState, StaleVersion, stop_task
 from gpufair.common.keys import Keys
 from gpufair.common.leader import LeaderElection
 from gpufair.scheduler.jobs import Split
@@ -52,9 +52,7 @@ class DecisionLoop:
         self._task = asyncio.create_task(self._run(), name="decision-loop")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await stop_task(self._task)
 
     async def _run(self) -> None:
         while True:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from gpufair.scheduler.sim.colocation import Colocation, ModelCost, load_colocation
 from gpufair.scheduler.sim.engine import SimConfig, Simulator
+from gpufair.scheduler.sim.placement import (DEFAULT_PLACEMENT, check_placement, choose_gpus,
+                                             placement_names)
 from gpufair.scheduler.sim.result import JobResult, SimResult
 from gpufair.scheduler.sim.workload import (ADAPTDL_MODELS, TraceJob, load_workload,
                                             parse_workload)
@@ -23,6 +25,7 @@ def simulate_files(colocation_path: str | Path, gpu_type: str, workload_path: st
                     config)
 
 
-__all__ = ["ADAPTDL_MODELS", "Colocation", "JobResult", "ModelCost", "SimConfig", "SimResult",
-           "Simulator", "TraceJob", "load_colocation", "load_workload", "parse_workload",
-           "simulate", "simulate_files"]
+__all__ = ["ADAPTDL_MODELS", "DEFAULT_PLACEMENT", "Colocation", "JobResult", "ModelCost",
+           "SimConfig", "SimResult", "Simulator", "TraceJob", "check_placement", "choose_gpus",
+           "load_colocation", "load_workload", "parse_workload", "placement_names", "simulate",
+           "simulate_files"]

@@ -5,11 +5,13 @@ model (`gpufair.scheduler.policy.model`, the same one the policies plan with),
 so progress is integrated exactly; events are arrivals, completions and
 policy periods.
 
-Placement rule (the same for every policy): an arriving job takes the
-`num_gpus` GPUs with the fewest occupants (ties broken by a seeded random
-draw), sharing GPUs once every GPU is busy, but never more than
-`max_per_gpu` jobs on one GPU; a job that does not fit waits in a FIFO queue
-(later jobs may start first if they fit). Its wait counts in its slow-down
+Placement (one rule for every policy of a comparison, `SimConfig.placement`,
+see `sim/placement.py`): by default an arriving job takes the `num_gpus` GPUs
+with the fewest occupants (ties broken by a seeded random draw); `packed`
+fills the lowest-numbered GPUs first, `random` draws GPUs at random. Every
+rule shares GPUs but never puts more than `max_per_gpu` jobs on one; a job
+that does not fit waits in a FIFO queue (later jobs may start first if they
+fit). Its wait counts in its slow-down
 (`sd`, end to end); `run_sd` counts only the time since it was placed, the
 part a split policy can change.
 A job starts with the even split; every `period_s` the policy sees every
@@ -29,6 +31,7 @@ from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
                                       even_split, get_policy, shared_rates)
 from gpufair.scheduler.sim.colocation import Colocation, ModelCost
+from gpufair.scheduler.sim.placement import DEFAULT_PLACEMENT, check_placement, choose_gpus
 from gpufair.scheduler.sim.result import JobResult, SimResult
 from gpufair.scheduler.sim.workload import TraceJob
 
@@ -43,6 +46,7 @@ class SimConfig:
     max_per_gpu: int = 4
     seed: int = 0
     noise: float = 0.0  # relative std-dev of the costs the policy "measures"
+    placement: str = DEFAULT_PLACEMENT
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
 
 
@@ -73,6 +77,7 @@ class Simulator:
         if not trace:
             raise InvalidArgument("the trace has no jobs")
         get_policy(config.policy)  # unknown names fail before any work
+        check_placement(config.placement)
         for job in trace:
             if job.model not in colocation.costs:
                 raise InvalidArgument(f"line {job.line}: job {job.job!r}: model {job.model!r} "
@@ -82,18 +87,18 @@ class Simulator:
                                       f"GPUs, the cluster has {config.num_gpus}")
         self._colo, self._cfg = colocation, config
         self._trace = sorted(trace, key=lambda j: (j.arrival_s, j.line))
+        # Separate streams: measurement noise must not shift where jobs land.
         self._rng = np.random.default_rng(config.seed)
+        self._noise_rng = np.random.default_rng((config.seed, 1))
         self._occ: list[list[str]] = [[] for _ in range(config.num_gpus)]
         self._running: dict[str, _Running] = {}
         self._queue: list[TraceJob] = []
 
     def _place(self, job: TraceJob, now: float) -> bool:
-        free = [g for g in range(self._cfg.num_gpus) if len(self._occ[g]) < self._cfg.max_per_gpu]
-        if len(free) < job.num_gpus:
+        gpus = choose_gpus(self._cfg.placement, [len(o) for o in self._occ], job.num_gpus,
+                           self._cfg.max_per_gpu, self._rng)
+        if gpus is None:
             return False
-        ties = self._rng.random(len(free))
-        order = sorted(range(len(free)), key=lambda i: (len(self._occ[free[i]]), ties[i]))
-        gpus = tuple(sorted(free[i] for i in order[:job.num_gpus]))
         for g in gpus:
             self._occ[g].append(job.job)
         cost = self._colo.cost(job.model)
@@ -110,10 +115,13 @@ class Simulator:
         for run in self._running.values():
             ranks = []
             for g, b in zip(run.gpus, run.split):
-                neighbours = [self._running[k].trace.model for k in self._occ[g] if k != run.trace.job]
+                neighbours = [self._running[k].trace.model for k in self._occ[g]
+                              if k != run.trace.job]
                 eta = self._colo.efficiency(run.trace.model, neighbours)
-                err = math.exp(self._rng.normal(0.0, self._cfg.noise)) if noisy and self._cfg.noise else 1.0
-                cap = max(2 * run.cost.profiled_batch, math.ceil(run.trace.global_batch / len(run.gpus)))
+                err = (math.exp(self._noise_rng.normal(0.0, self._cfg.noise))
+                       if noisy and self._cfg.noise else 1.0)
+                cap = max(2 * run.cost.profiled_batch,
+                          math.ceil(run.trace.global_batch / len(run.gpus)))
                 ranks.append(RankState(f"gpu-{g}", b, run.cost.sec_per_sample / eta * err,
                                        run.cost.sec_per_step / eta * err, cap))
             out.append(JobState(run.trace.job, run.trace.global_batch, tuple(ranks), run.done,
@@ -137,6 +145,7 @@ class Simulator:
         finished: list[JobResult] = []
         util_trace: list[tuple[float, float]] = []
         busy_integral, decision_s, decisions = 0.0, 0.0, 0
+        multi_s = uneven_s = 0.0
         while pending or self._running or self._queue:
             if not self._running and not self._queue:
                 now = max(now, pending[0].arrival_s)
@@ -152,6 +161,8 @@ class Simulator:
             t_next = max(min(horizon), now)
             util_trace.append((now, busy / self._cfg.num_gpus))
             busy_integral += busy * (t_next - now)
+            d_multi, d_uneven = self._unevenness(t_next - now)
+            multi_s, uneven_s = multi_s + d_multi, uneven_s + d_uneven
             for n, r in self._running.items():
                 r.done += rates[n] * (t_next - now)
             now = t_next
@@ -171,7 +182,15 @@ class Simulator:
         util = busy_integral / (self._cfg.num_gpus * makespan) if makespan > 0 else 0.0
         return SimResult(self._cfg.policy, self._colo.gpu_type, self._cfg.num_gpus,
                          tuple(sorted(finished, key=lambda j: j.job)), tuple(util_trace),
-                         makespan, util, decisions, decision_s)
+                         makespan, util, decisions, decision_s, self._cfg.placement,
+                         float(uneven_s / multi_s) if multi_s > 0 else 0.0)
+
+    def _unevenness(self, dt: float) -> tuple[float, float]:
+        """(multi-GPU job-seconds, of which uneven) over the next `dt`: a job's GPUs are
+        unevenly shared when they hold different numbers of jobs, the case re-splitting fixes."""
+        multi = [r for r in self._running.values() if len(r.gpus) > 1]
+        uneven = sum(len({len(self._occ[g]) for g in r.gpus}) > 1 for r in multi)
+        return len(multi) * dt, uneven * dt
 
     def _finish(self, name: str, now: float) -> JobResult:
         run = self._running.pop(name)

@@ -36,6 +36,8 @@ class SimResult:
     gpu_util: float
     decisions: int
     decision_s: float
+    placement: str = "least-loaded"
+    uneven_share: float = 0.0  # of multi-GPU job time, GPUs holding unequal job counts
 
     def summary(self) -> dict:
         """The JSON summary (keys are a contract with scripts)."""
@@ -44,11 +46,12 @@ class SimResult:
         wait = np.array([j.start_s - j.arrival_s for j in self.jobs])
         jain = float(sds.sum() ** 2 / (len(sds) * np.sum(sds ** 2))) if len(sds) else 1.0
         return {
-            "policy": self.policy, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
+            "policy": self.policy, "placement": self.placement, "gpu_type": self.gpu_type,
+            "num_gpus": self.num_gpus,
             "max_sd": float(sds.max()), "mean_sd": float(sds.mean()),
             "p95_sd": float(np.percentile(sds, 95)), "jain": jain,
             "max_run_sd": float(run.max()), "mean_run_sd": float(run.mean()),
-            "mean_wait_s": float(wait.mean()),
+            "mean_wait_s": float(wait.mean()), "uneven_share": self.uneven_share,
             "gpu_util": float(self.gpu_util), "makespan_s": float(self.makespan_s),
             "decisions": self.decisions,
             "mean_decision_ms": 1000 * self.decision_s / self.decisions if self.decisions else 0.0,
