@@ -41,10 +41,11 @@ def test_warm_resolves_reach_the_same_optimum_as_a_fresh_program(cluster, seed):
         throughput = weights if step == 3 else None
         got = warm.solve(delta, floors, throughput)
         cold = _program(cluster).solve(delta, floors, throughput)
-        assert np.allclose(got.levels, cold.levels, rtol=1e-6, atol=1e-9)
+        # HiGHS is feasible to ~1e-7, so values within 1e-6 of each other are the same optimum.
+        assert np.allclose(got.levels, cold.levels, rtol=1e-6, atol=1e-6)
         if throughput is not None:
             assert math.isclose(weights @ got.steps, weights @ cold.steps, rel_tol=1e-6,
-                                abs_tol=1e-9)
+                                abs_tol=1e-6)
 
 
 @FAST
