@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# In CI property tests explore the same examples on every run (a red build is
+# then reproducible); locally they keep drawing new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from gpufair.local import EtcdServer, S3Server
 
