@@ -6,7 +6,7 @@ import argparse
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
-from gpufair.client.cli.common import EXIT_OK, Endpoints, add_json_flag, print_json, rpc, table, to_dict
+from gpufair.client.cli.common import EXIT_OK, Endpoints, add_json_flag, fail, print_json, rpc, table, to_dict
 
 _STATE = {pb.ENTRY_STATE_ABSENT: "absent", pb.ENTRY_STATE_FETCHING: "fetching", pb.ENTRY_STATE_CACHED: "cached", pb.ENTRY_STATE_FAILED: "failed"}
 
@@ -18,7 +18,8 @@ def _mib(n: int) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="list, prefetch or evict datasets in this node's cache")
     psub = p.add_subparsers(dest="action", required=True)
-    ls = psub.add_parser("ls", help="datasets in the cache")
+    ls = psub.add_parser("ls", help="datasets in this node's cache (--all-nodes: every node's, from etcd)")
+    ls.add_argument("--all-nodes", action="store_true", help="read every node's cache records from etcd instead")
     add_json_flag(ls)
     ls.set_defaults(func=cache_ls)
     pf = psub.add_parser("prefetch", help="fetch a dataset (s3://bucket/key or s3://bucket/prefix/)")
@@ -38,8 +39,42 @@ def _stub(ep: Endpoints) -> pb_grpc.CacheServiceStub:
     return pb_grpc.CacheServiceStub(ep.channel(ep.cache))
 
 
+def _all_nodes(ep: Endpoints) -> list[dict]:
+    """Every node's cache records as the cache services mirror them in etcd."""
+    import asyncio
+    import os
+
+    from gpufair.common.etcd import EtcdState
+
+    root = os.environ.get("GPUFAIR_ETCD_ROOT", "/gpufair")
+
+    async def read() -> list[dict]:
+        state = EtcdState(ep.etcd, timeout=5)
+        try:
+            values, _ = await state.get_prefix(f"{root}/cache/")
+        finally:
+            await state.close()
+        return [v.value for k, v in sorted(values.items()) if "/entries/" in k]
+
+    return asyncio.run(read())
+
+
 def cache_ls(args: argparse.Namespace) -> int:
     ep = Endpoints.from_env()
+    if args.all_nodes:
+        from gpufair.common.errors import Unavailable
+
+        try:
+            records = _all_nodes(ep)
+        except Unavailable as exc:
+            return fail(str(exc))
+        if args.json:
+            print_json(records)
+        else:
+            rows = [[r.get("node", "?"), r.get("uri", "?"), r.get("state", "?"), _mib(int(r.get("size") or 0)),
+                     "yes" if r.get("pin_owners") else "", r.get("path") or r.get("reason") or ""] for r in records]
+            print(table(["NODE", "URI", "STATE", "MIB", "PINNED", "PATH / REASON"], rows) if rows else "no cache records in etcd")
+        return EXIT_OK
     res, code = rpc("cache ls", lambda: _stub(ep).ListEntries(pb.ListEntriesRequest(), metadata=ep.metadata, timeout=10))
     if code:
         return code

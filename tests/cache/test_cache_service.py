@@ -143,3 +143,23 @@ async def test_a_run_id_is_submitted_once(node, bucket: str) -> None:
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
     ids = {(await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=req.yaml))).plan.run_id for _ in range(2)}
     assert len(ids) == 2  # generated ids never collide
+
+
+async def test_cache_ls_all_nodes_reads_every_nodes_records_from_etcd(node, bucket: str, etcd_endpoint: str, etcd_root: str) -> None:
+    import asyncio
+    import json
+    import subprocess
+    import sys
+
+    uri = f"s3://{bucket}/train.bin"
+    await node.Resolve(pb.ResolveRequest(uri=uri, fetch=True, wait_s=30))
+    env = {"GPUFAIR_ETCD": etcd_endpoint, "GPUFAIR_ETCD_ROOT": etcd_root, "PATH": "/usr/bin:/bin"}
+    for _ in range(50):  # the cache mirrors its entries to etcd in the background
+        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpufair.client.cli", "cache", "ls", "--all-nodes", "--json"],
+                                       env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        records = json.loads(done.stdout)
+        if any(r["uri"] == uri and r["state"] == "cached" for r in records):
+            break
+        await asyncio.sleep(0.1)
+    assert [(r["node"], r["uri"], r["state"], r["size"]) for r in records] == [("node-a", uri, "cached", 300_000)]
