@@ -1,0 +1,62 @@
+"""The admin CLI against live services: tables, JSON, and exit codes scripts can trust."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import grpc
+
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+from gpufair.common.config import CommonConfig
+from gpufair.local import free_port
+from gpufair.metrics.app import start as start_metrics
+from gpufair.scheduler.app import start_replica
+from gpufair.scheduler.sources import PolicySettings
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpufair.client.cli", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+async def test_admin_commands_round_trip_and_exit_codes(etcd_endpoint: str, etcd_root: str) -> None:
+    metrics, _ = await start_metrics(CommonConfig(listen="127.0.0.1:0"))
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr=f"127.0.0.1:{metrics.port}")
+    sched = await start_replica(cfg, PolicySettings("even", 1.0, 0.05))
+    env = dict(os.environ, GPUFAIR_SCHEDULER_ADDR=f"127.0.0.1:{sched.server.port}", GPUFAIR_METRICS_ADDR=f"127.0.0.1:{metrics.port}",
+               GPUFAIR_ETCD=etcd_endpoint, GPUFAIR_CACHE_ADDR=f"127.0.0.1:{free_port()}", GPUFAIR_S3_ENDPOINT=f"127.0.0.1:{free_port()}")
+    run = lambda *a: asyncio.to_thread(_cli, env, *a)  # noqa: E731
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            spec = pb.JobSpec(job_id="job-cli", model="resnet", global_batch=64, total_samples=6400,
+                              ranks=[pb.RankPlacement(rank=i, node="n1", device_id=f"g{i}") for i in range(2)])
+            await pb_grpc.SchedulerServiceStub(ch).RegisterJob(pb.RegisterJobRequest(spec=spec))
+        listed = await run("jobs", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [(j["spec"]["job_id"], j["split"]["batch_sizes"]) for j in json.loads(listed.stdout)] == [("job-cli", [32, 32])]
+        table = await run("jobs")
+        assert "job-cli" in table.stdout and "32/32" in table.stdout
+        pinned = await run("split", "pin", "job-cli", "48,16")
+        assert pinned.returncode == 0 and "48, 16" in pinned.stdout
+        history = json.loads((await run("job", "job-cli", "--json")).stdout)
+        assert history["job"]["pinned"] and history["history"][0]["split"]["batch_sizes"] == [48, 16]
+        assert (await run("split", "pin", "job-cli", "50,20")).returncode == 2  # wrong sum: the caller's error
+        assert (await run("split", "pin", "job-cli", "5,x")).returncode == 2
+        assert (await run("job", "no-such-job")).returncode == 2
+        changed = await run("policy", "set", "balance", "--json")
+        assert changed.returncode == 0 and json.loads(changed.stdout)["policy"]["name"] == "balance"
+        assert "policy balance" in (await run("policy", "get")).stdout
+        assert (await run("policy", "set", "fastest")).returncode == 2
+        status = json.loads((await run("status", "--json", "--timeout", "1")).stdout)
+        ok = {c["component"]: c["ok"] for c in status["components"]}
+        assert ok == {"etcd": True, "s3": False, "metrics": True, "scheduler": True, "cache": False}
+        assert (await run("status")).returncode == 1  # something is down
+    finally:
+        await sched.close()
+        await metrics.stop(0)
+    down = await run("jobs")
+    assert down.returncode == 1 and "unreachable" in down.stderr and "Traceback" not in down.stderr
