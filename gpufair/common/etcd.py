@@ -21,6 +21,7 @@ from typing import Any
 
 import aetcd
 import aetcd.exceptions
+import grpc
 
 from gpufair.common.config import EtcdAuth
 from gpufair.common.errors import FailedPrecondition, Unavailable
@@ -84,15 +85,37 @@ class EtcdState:
 
     async def _call(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         try:
+            return await self._call_once(fn, *args, **kwargs)
+        except (aetcd.exceptions.ClientError, grpc.aio.AioRpcError) as exc:  # some aetcd calls let raw gRPC errors through
+            text = (exc.details() or "") if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+            if "invalid auth token" not in text.lower():
+                raise
+            # etcd forgot our token (it expired while idle, or the member restarted):
+            # reconnecting logs in again; watches and the lease keepalive re-establish.
+            logger.info("etcd auth token expired; logging in again")
+            await self._client.close()
+            try:
+                return await self._call_once(fn, *args, **kwargs)
+            except (aetcd.exceptions.ClientError, grpc.aio.AioRpcError) as again:
+                raise Unavailable(f"etcd at {self.endpoint} rejected gpufair's login: {again}") from again
+
+    async def _call_once(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        try:
             return await fn(*args, **kwargs)
         except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as exc:
             raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc.details()}") from exc
+            raise
         except aetcd.exceptions.ClientError as exc:
             text = str(exc).lower()
             if "unavailable" in text or "connect" in text:
                 raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
+            if "invalid auth token" in text:
+                raise  # an expired token: `_call` logs in again
             if isinstance(exc, aetcd.exceptions.UnauthenticatedError) or any(
-                    w in text for w in ("user name is empty", "permission denied", "authentication failed", "invalid auth token")):
+                    w in text for w in ("user name is empty", "permission denied", "authentication failed")):
                 # Wrong or missing credentials: the service cannot work until an operator fixes them.
                 raise Unavailable(f"etcd at {self.endpoint} refused gpufair's credentials "
                                   f"(GPUFAIR_ETCD_USERNAME / GPUFAIR_ETCD_PASSWORD_FILE): {exc}") from exc

@@ -118,6 +118,7 @@ class EtcdServer:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpufair-etcd-")))
     client_port: int = 0
     child: ChildProcess | None = None
+    extra_args: list[str] = field(default_factory=list)  # e.g. ["--auth-token-ttl", "1"] in tests
 
     @property
     def endpoint(self) -> str:
@@ -140,6 +141,7 @@ class EtcdServer:
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                 "--initial-cluster", f"gpufair-test=http://127.0.0.1:{peer}",
                 "--log-level", "warn",
+                *self.extra_args,
             ]
             env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.environ.get("ETCD_UNSUPPORTED_ARCH", ""))
             self.child = _spawn(argv, self.workdir / "etcd.log", env)

@@ -2,7 +2,8 @@
 
 `build(dir)` renders a kustomization the way `kubectl kustomize` does for the
 features deploy/k8s uses (resources, components, strategic-merge patches,
-images, replicas, namespace) and refuses anything else, so a feature it does
+images, replicas, namespace, configMapGenerator from files without name
+hashes) and refuses anything else, so a feature it does
 not model can never be silently ignored. A patch that matches no object is an
 error, which is how the tests prove every overlay patch applies.
 """
@@ -25,7 +26,8 @@ K8S = DEPLOY / "k8s"
 COMPOSE = DEPLOY / "compose" / "docker-compose.yaml"
 
 Obj = dict[str, Any]
-_SUPPORTED = {"apiVersion", "kind", "resources", "components", "patches", "images", "replicas", "namespace"}
+_SUPPORTED = {"apiVersion", "kind", "resources", "components", "patches", "images", "replicas", "namespace",
+              "configMapGenerator", "generatorOptions"}
 _CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PersistentVolume"}
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
@@ -120,6 +122,27 @@ def _patches(directory: Path, k: Obj) -> Iterator[tuple[Obj, str]]:
             yield doc, str(path)
 
 
+def _generated_config_maps(directory: Path, k: Obj) -> list[Obj]:
+    """ConfigMaps from `configMapGenerator` with `files:` only, names unhashed."""
+    gens = k.get("configMapGenerator", [])
+    options = k.get("generatorOptions", {})
+    if gens and (options.get("disableNameSuffixHash") is not True or set(options) - {"disableNameSuffixHash", "labels"}):
+        raise KustomizeError(f"{directory}: only generatorOptions disableNameSuffixHash: true (+ labels) is modelled")
+    out = []
+    for gen in gens:
+        if set(gen) != {"name", "files"}:
+            raise KustomizeError(f"{directory}: only configMapGenerator name + files is modelled, got {sorted(gen)}")
+        data = {}
+        for entry in gen["files"]:
+            name, _, path = entry.rpartition("=") if "=" in entry else (Path(entry).name, "", entry)
+            data[name] = (directory / path).read_text(encoding="utf-8")
+        meta: Obj = {"name": gen["name"]}
+        if options.get("labels"):
+            meta["labels"] = dict(options["labels"])
+        out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    return out
+
+
 def build(directory: Path) -> list[Obj]:
     """Render the kustomization in `directory` (see the module docstring)."""
     k = _read_kustomization(directory)
@@ -127,6 +150,7 @@ def build(directory: Path) -> list[Obj]:
     for res in k.get("resources", []):
         target = (directory / res).resolve()
         objs.extend(build(target) if target.is_dir() else load_all(target))
+    objs.extend(_generated_config_maps(directory, k))
     for comp in k.get("components", []):
         cdir = (directory / comp).resolve()
         ck = _read_kustomization(cdir)

@@ -52,15 +52,16 @@ def _k8s_env() -> dict[str, str]:
     """Every variable the rendered manifests give a gpufair container, with where."""
     found: dict[str, str] = {}
     objs = build(K8S / "overlays/example")
-    config = {n: v for o in objs if o["kind"] == "ConfigMap" for n, v in o["data"].items()}
+    config = {o["metadata"]["name"]: o["data"] for o in objs if o["kind"] == "ConfigMap"}
     for o in objs:
         for c in containers(o):
             if _image_name(c["image"]) in GPUFAIR_IMAGES:
                 for e in c.get("env", []):
                     found.setdefault(e["name"], f"k8s {o['metadata']['name']}")
-                if c.get("envFrom"):
-                    for n in config:
-                        found.setdefault(n, "k8s ConfigMap gpufair-config")
+                for src in c.get("envFrom", []):
+                    cm = src["configMapRef"]["name"]
+                    for n in config[cm]:
+                        found.setdefault(n, f"k8s ConfigMap {cm}")
     return found
 
 
@@ -130,7 +131,7 @@ def test_k8s_ports_and_probes_match_what_each_service_serves() -> None:
 def test_k8s_services_and_client_addresses_use_the_default_ports() -> None:
     objs = build(K8S / "base")
     svc_port = {o["metadata"]["name"]: {p["name"]: p["port"] for p in o["spec"]["ports"]} for o in objs if o["kind"] == "Service"}
-    (config,) = [o["data"] for o in objs if o["kind"] == "ConfigMap"]
+    (config,) = [o["data"] for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpufair-config"]
     for service in ENTRYPOINT.SERVICES:
         port = default_port(service)
         assert svc_port[f"gpufair-{service}"]["grpc"] == port

@@ -148,6 +148,7 @@ def test_long_running_containers_have_probes(rendered: list[dict[str, Any]]) -> 
 
 def test_references_resolve(overlay: list[dict[str, Any]]) -> None:
     names = {(o["kind"], o["metadata"]["name"]) for o in overlay}
+    data = {key(o): {**o.get("data", {}), **o.get("stringData", {})} for o in overlay if o["kind"] in {"ConfigMap", "Secret"}}
     for o in overlay:
         spec = pod_spec(o)
         if spec is None:
@@ -164,9 +165,15 @@ def test_references_resolve(overlay: list[dict[str, Any]]) -> None:
                 ref = e.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
                     assert ("Secret", ref["name"]) in names, f"{key(o)}: secret {ref['name']}"
+                    assert ref["key"] in data[("Secret", ref["name"])], f"{key(o)}: {ref}"
+                ref = e.get("valueFrom", {}).get("configMapKeyRef")
+                if ref:
+                    assert ref["key"] in data[("ConfigMap", ref["name"])], f"{key(o)}: {ref}"
         for v in spec["volumes"]:
             if "secret" in v and v["secret"]["secretName"] not in EXTERNAL_SECRETS:
                 assert ("Secret", v["secret"]["secretName"]) in names, f"{key(o)}: secret {v['secret']['secretName']}"
+            if "configMap" in v:
+                assert ("ConfigMap", v["configMap"]["name"]) in names, f"{key(o)}: configMap {v['configMap']['name']}"
 
 
 def test_services_select_pods_and_name_their_ports(rendered: list[dict[str, Any]]) -> None:
@@ -197,7 +204,7 @@ def test_network_policies_default_deny_and_guard_etcd(rendered: list[dict[str, A
     assert pols["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     etcd_clients = {o["metadata"]["name"] for o in rendered if o["kind"] in POD_OWNERS
                     and o["spec"]["template"]["metadata"]["labels"].get("gpufair.io/etcd-client") == "true"}
-    assert etcd_clients == {"gpufair-scheduler", "gpufair-cache"}
+    assert etcd_clients == {"gpufair-scheduler", "gpufair-cache", "etcd-auth-init"}
     grpc_ports = {p["port"] for rule in pols["gpufair-grpc"]["ingress"] for p in rule["ports"]}
     assert grpc_ports == {50051, 50052, 50053}
 

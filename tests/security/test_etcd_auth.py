@@ -49,3 +49,22 @@ async def test_services_use_etcd_credentials_from_a_secret_file(tmp_path: Path, 
             await anonymous.close()
     finally:
         etcd.close()
+
+
+async def test_an_expired_auth_token_is_renewed_by_logging_in_again(tmp_path: Path) -> None:
+    import asyncio
+
+    etcd = EtcdServer(workdir=tmp_path / "etcd")
+    etcd.extra_args = ["--auth-token-ttl", "1"]  # tokens die after 1 s idle
+    etcd.start()
+    try:
+        await _enable_auth(etcd.endpoint, "pw")
+        state = EtcdState(etcd.endpoint, auth=EtcdAuth("root", "pw"))
+        try:
+            await state.put("/gpufair/t", {"v": 1})
+            await asyncio.sleep(3)  # idle past the token's life: etcd now rejects the old token
+            assert (await state.get("/gpufair/t")).value == {"v": 1}
+        finally:
+            await state.close()
+    finally:
+        etcd.close()
