@@ -74,8 +74,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         if not 0 <= request.rank < len(view.spec.ranks):
             raise InvalidArgument(f"rank {request.rank} is out of range for job {request.job_id!r} with {len(view.spec.ranks)} ranks")
         queue = self._hub.subscribe(request.job_id)
-        joined = await self._registry.join(request.job_id, request.rank, self._identity)
+        joined = None
         try:
+            joined = await self._registry.join(request.job_id, request.rank, self._identity)
             known = request.known_version
             current = self._registry.split(request.job_id)
             if current and current.version > known:
@@ -90,10 +91,11 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                     yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, split))
         finally:
             self._hub.unsubscribe(request.job_id, queue)
-            try:
-                await self._registry.leave(request.job_id, request.rank, joined)
-            except Exception:  # noqa: BLE001 - the lease removes it anyway
-                logger.debug("leave failed", exc_info=True)
+            if joined is not None:
+                try:
+                    await self._registry.leave(request.job_id, request.rank, joined)
+                except Exception:  # noqa: BLE001 - the lease removes it anyway
+                    logger.debug("leave failed", exc_info=True)
 
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
         est = await self._loop.estimates()
