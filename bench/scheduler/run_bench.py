@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpufair.common.errors import InvalidArgument
+from gpufair.common.errors import GpufairError, InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
                                       even_split, policy_names)
 from gpufair.scheduler.sim import (SimConfig, check_placement, load_colocation, load_workload,
@@ -188,4 +188,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except GpufairError as exc:  # e.g. no reference data at --data: one line, not a traceback
+        print(f"run_bench: {exc} (point --data at the shared reference data folder)", file=sys.stderr)
+        sys.exit(2)

@@ -135,7 +135,8 @@ def run_mix(policy: str, env: dict[str, str], workdir: Path, exclusive: dict[str
             series.append({"t": now, "job": j.spec.job_id.rsplit("-", 1)[0], "sd": j.slowdown, "split": list(j.split.batch_sizes)})
         if now - last_print[0] >= 2.0 and mine:
             last_print[0] = now
-            parts = [f"{j.spec.job_id.rsplit('-', 1)[0]} {j.progress:4.0%} split {'/'.join(map(str, j.split.batch_sizes)):>7} SD {j.slowdown:4.2f}"
+            parts = [f"{j.spec.job_id.rsplit('-', 1)[0]} {j.progress:4.0%} split {'/'.join(map(str, j.split.batch_sizes)):>7} "
+                     f"SD {f'{j.slowdown:4.2f}' if j.slowdown > 0 else '   -'}"
                      for j in sorted(mine, key=lambda j: j.spec.job_id)]
             print(f"  [{label:>4} {now:5.1f}s] " + " | ".join(parts), flush=True)
 
