@@ -21,6 +21,7 @@ from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
 from gpufair.client.config import ClientConfig
 from gpufair.common.channels import sync_channel, token_metadata
+from gpufair.cache.node.uris import parse_dataset_uri
 from gpufair.cache.paths import safe_join
 from gpufair.common.config import S3Config
 from gpufair.common.errors import FailedPrecondition, GpufairError, InvalidArgument, Unavailable
@@ -29,13 +30,12 @@ logger = logging.getLogger(__name__)
 
 
 def _split(uri: str) -> tuple[str, str]:
-    scheme, sep, rest = uri.partition("://")
-    if not sep or scheme not in ("s3", "minio"):
-        raise InvalidArgument(f"{uri!r}: only s3:// and minio:// dataset URIs can be resolved")
-    bucket, _, key = rest.partition("/")
-    if not bucket or ".." in PurePosixPath(key).parts:
-        raise InvalidArgument(f"{uri!r}: want s3://bucket/key or s3://bucket/prefix/")
-    return bucket, key
+    """(bucket, key) of an s3:// or minio:// URI, parsed as the node cache parses it."""
+    try:
+        ds = parse_dataset_uri(uri)
+    except FailedPrecondition as exc:  # a well-formed URI of a store we cannot read (gs://, ...)
+        raise InvalidArgument(str(exc)) from None
+    return ds.bucket, ds.key
 
 
 def _from_cache(uri: str, cfg: ClientConfig, wait_s: float) -> Path | None:

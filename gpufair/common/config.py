@@ -68,16 +68,6 @@ def _flag(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def parse_bytes(text: str) -> int:
-    """'10GiB' -> 10737418240; plain numbers are bytes."""
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
-    t = text.strip().lower()
-    for suffix, mult in units.items():
-        if t.endswith(suffix):
-            return int(float(t[: -len(suffix)]) * mult)
-    return int(t)
-
-
 @dataclass(frozen=True)
 class EtcdAuth:
     """etcd credentials (from a secret); empty means etcd has authentication off."""

@@ -76,7 +76,6 @@ class EtcdState:
         self._rebind_pending = False
         self._live: dict[str, bytes] = {}
         self._keepalive: asyncio.Task[None] | None = None
-        self._lease_listeners: list[Callable[[], Awaitable[None]]] = []
         self._closed = False
 
     @property
@@ -208,10 +207,6 @@ class EtcdState:
                     self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease-keepalive")
         return self._lease
 
-    def on_new_lease(self, listener: Callable[[], Awaitable[None]]) -> None:
-        """Call `listener` after the lease was lost and replaced (re-acquire ownership)."""
-        self._lease_listeners.append(listener)
-
     async def put_live(self, key: str, value: Json) -> None:
         """Write a liveness key bound to the process lease (gone when the process is)."""
         data = _encode(value)
@@ -261,8 +256,6 @@ class EtcdState:
         """Put every liveness key under the current lease; stays pending until all succeed."""
         for key, data in list(self._live.items()):
             await self._call(self._client.put, key.encode(), data, lease=self._lease)
-        for listener in self._lease_listeners:
-            await listener()
         self._rebind_pending = False
 
     async def revoke_lease_for_test(self) -> None:

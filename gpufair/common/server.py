@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gpufair.common.config import CommonConfig
+from gpufair.common.etcd import stop_task
 from gpufair.common.interceptors import ErrorInterceptor
 
 logger = logging.getLogger(__name__)
@@ -60,9 +61,7 @@ class RunningServer:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Drain: report NOT_SERVING, stop accepting, give RPCs `grace` seconds."""
-        if self._monitor:
-            self._monitor.cancel()
-            await asyncio.gather(self._monitor, return_exceptions=True)
+        await stop_task(self._monitor)
         await self.set_serving(False)
         await self.server.stop(grace)
 

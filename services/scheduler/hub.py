@@ -37,6 +37,3 @@ class CommandHub:
             if q.full():
                 q.get_nowait()
             q.put_nowait(None)
-
-    def streams(self, job: str) -> int:
-        return len(self._subs.get(job, ()))

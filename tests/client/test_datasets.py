@@ -48,10 +48,10 @@ def test_a_hostile_key_cannot_write_outside_the_download_dir(s3_env: str, s3_cli
 def test_s3_down_is_unavailable_and_leaves_no_partial_download(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GPUFAIR_S3_ENDPOINT", f"127.0.0.1:{free_port()}")
     with pytest.raises(Unavailable):
-        resolve_dataset("s3://b/data/", wait_s=1, fallback_dir=tmp_path, config=NO_CACHE)
+        resolve_dataset("s3://data-bucket/data/", wait_s=1, fallback_dir=tmp_path, config=NO_CACHE)
     assert [p.name for p in (tmp_path / "gpufair-direct").iterdir() if not p.name.endswith(".lock")] == []
 
 
 def test_other_schemes_are_refused() -> None:
     with pytest.raises(InvalidArgument):
-        resolve_dataset("gs://b/k", config=NO_CACHE)
+        resolve_dataset("gs://data-bucket/k", config=NO_CACHE)

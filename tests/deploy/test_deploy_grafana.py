@@ -13,8 +13,6 @@ from deploy_support import DEPLOY, REPO
 DASHBOARD = DEPLOY / "grafana" / "gpufair-dashboard.json"
 # Prometheus adds these to an exported name (OpenTelemetry counters get _total).
 SUFFIXES = ("_total", "_bucket", "_count", "_sum")
-# Named in the deploy brief for the scheduler and the cache; xfail until exported.
-PENDING = {"gpufair_job_slowdown", "gpufair_job_split_batch", "gpufair_cache_hits", "gpufair_cache_misses", "gpufair_cache_bytes"}
 TOPICS = {"slow-down": "gpufair_job_slowdown", "split": "gpufair_job_split_batch",
           "utilisation": "gpufair_device_utilization_percent", "cache hit rate": "gpufair_cache_hits",
           "data-wait": "gpufair_job_data_stall_ratio"}
@@ -65,6 +63,4 @@ def test_queried_metric_is_exported_by_the_code(metric: str) -> None:
     code = _code()
     if f'"{metric}"' in code or f'"{metric}_total"' in code:
         return
-    if metric in PENDING:
-        pytest.xfail(f"{metric} is not exported yet (scheduler/cache metrics to be added)")
     pytest.fail(f"the dashboard queries {metric}, which no code exports")

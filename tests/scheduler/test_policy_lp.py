@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufair.scheduler.policy import ClusterState, round_split, solve_maxmin
+from gpufair.scheduler.policy import ClusterState, round_split
 from gpufair.scheduler.policy.batch_round import round_splits
 from gpufair.scheduler.policy.lp import SplitProgram
 
@@ -35,12 +35,14 @@ def test_warm_resolves_reach_the_same_optimum_as_a_fresh_program(cluster, seed):
     n = len(cluster.jobs)
     warm = _program(cluster)
     weights = rng.uniform(0.1, 2.0, n)
+    previous = np.zeros(n)  # the last cold solve's step rates: floors below them stay feasible
     for step in range(4):
         delta = np.where(rng.random(n) < 0.8, rng.uniform(0.01, 10.0, n), 0.0)
-        floors = np.zeros(n) if step == 0 else rng.uniform(0, 0.3, n) * cold.steps
+        floors = rng.uniform(0, 0.3, n) * previous
         throughput = weights if step == 3 else None
         got = warm.solve(delta, floors, throughput)
         cold = _program(cluster).solve(delta, floors, throughput)
+        previous = cold.steps
         # HiGHS is feasible to ~1e-7, so values within 1e-6 of each other are the same optimum.
         assert np.allclose(got.levels, cold.levels, rtol=1e-6, atol=1e-6)
         if throughput is not None:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      exclusive_rate, shared_rates, slowdown, solve_maxmin)
+                                      exclusive_rate, shared_rates, solve_maxmin)
 
 RATE = PolicyConfig(min_change=0.0, maxmin_objective="rate")
 SD = PolicyConfig(min_change=0.0, maxmin_objective="sd")

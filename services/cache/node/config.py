@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufair.common.config import S3Config
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
 
@@ -70,9 +71,7 @@ class NodeCacheConfig:
     def from_env(cls, env: dict[str, str] | None = None) -> "NodeCacheConfig":
         """Build from GPUFAIR_* variables (see the class docstring)."""
         e = dict(os.environ if env is None else env)
-        secret = e.get("GPUFAIR_S3_SECRET_KEY", "")
-        if not secret and e.get("GPUFAIR_S3_SECRET_KEY_FILE"):
-            secret = Path(e["GPUFAIR_S3_SECRET_KEY_FILE"]).read_text().strip()
+        s3 = S3Config.from_env(e)  # the same S3 settings (and secret files) every process reads
         return cls(
             cache_dir=Path(e.get("GPUFAIR_CACHE_DIR", "/var/cache/gpufair")),
             capacity_bytes=parse_size(e.get("GPUFAIR_CACHE_CAPACITY", "10GiB"), "GPUFAIR_CACHE_CAPACITY"),
@@ -81,15 +80,11 @@ class NodeCacheConfig:
             max_concurrency=_int(e, "GPUFAIR_CACHE_CONCURRENCY", 8),
             max_active_fetches=_int(e, "GPUFAIR_CACHE_ACTIVE_FETCHES", 4),
             retries=_int(e, "GPUFAIR_CACHE_RETRIES", 2),
-            s3_endpoint=e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"),
-            s3_access_key=e.get("GPUFAIR_S3_ACCESS_KEY", "") or _file(e.get("GPUFAIR_S3_ACCESS_KEY_FILE", "")),
-            s3_secret_key=secret,
-            s3_secure=e.get("GPUFAIR_S3_SECURE", "0").lower() in ("1", "true", "yes"),
+            s3_endpoint=s3.endpoint,
+            s3_access_key=s3.access_key,
+            s3_secret_key=s3.secret_key,
+            s3_secure=s3.secure,
         )
-
-
-def _file(path: str) -> str:
-    return Path(path).read_text().strip() if path else ""
 
 
 def _int(env: dict[str, str], name: str, default: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gpufair.cache.paths import safe_join
 from gpufair.common.errors import FailedPrecondition, InvalidArgument
