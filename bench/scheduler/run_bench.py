@@ -22,9 +22,11 @@ from pathlib import Path
 
 from gpufair.common.errors import GpufairError, InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      even_split, policy_names)
-from gpufair.scheduler.sim import (SimConfig, check_placement, load_colocation, load_workload,
-                                   placement_names, simulate)
+                                      even_split, policy_names, solve_maxmin)
+from gpufair.scheduler.policy.components import find_components
+from gpufair.scheduler.policy.realise import badness
+from gpufair.scheduler.sim import (SimConfig, Simulator, check_placement, load_colocation,
+                                   load_workload, placement_names, simulate)
 from gpufair.scheduler.sim.plots import plot_runs
 
 
@@ -118,6 +120,51 @@ def run_sims(args) -> None:
     verdicts(cells)
 
 
+def run_decisions(args) -> None:
+    """Per decision, what time-slicing makes of each choice of splits.
+
+    Runs sd-maxmin over every cell (first placement rule only) and, at each
+    decision where some multi-GPU job shares a GPU, scores with the model the
+    even split, the LP's proportions rounded (realise_evals=0), the realised
+    splits (the policy's choice), against the LP bound. Ratios of the largest
+    predicted SD, averaged over those decisions."""
+    colo_path = Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
+    place = args.placements.split(",")[0]
+    print(f"\nper decision, max predicted SD under time-slicing ({place}; means over decisions "
+          f"where a multi-GPU job shares a GPU)\n{'gpu':<4} {'wl':<3} {'mix':<9} {'n':>5} "
+          f"{'plan/even':>9} {'real/even':>9} {'real<even':>9} {'real>even':>9} {'real/bound':>10}")
+    for gpu_type in ("k80", "p100"):
+        colo = load_colocation(colo_path, gpu_type)
+        for w in args.workloads.split(","):
+            trace = load_workload(Path(args.data) / "workloads" / f"adaptdl-workload-{w}.csv")
+            for mix, jobs in mixes(trace, args.max_replicas, args.speedup, int(w)).items():
+                rows = []
+
+                def score(cluster, decisions, rows=rows):
+                    if not find_components(cluster).general:
+                        return
+                    plan = decide(cluster, "sd-maxmin", PolicyConfig(realise_evals=0))
+                    sd = {name: badness(cluster.jobs, [d[j.job].split for j in cluster.jobs],
+                                        "sd")[0].max()
+                          for name, d in (("plan", plan), ("real", decisions))}
+                    even = [even_split(j.global_batch, len(j.ranks)) for j in cluster.jobs]
+                    sd["even"] = badness(cluster.jobs, even, "sd")[0].max()
+                    rows.append((sd["plan"] / sd["even"], sd["real"] / sd["even"],
+                                 sd["real"] / solve_maxmin(cluster).max_sd))
+
+                Simulator(colo, jobs, SimConfig(args.gpus, "sd-maxmin", seed=int(w), placement=place),
+                          on_decision=score).run()
+                if not rows:
+                    print(f"{gpu_type:<4} {'w' + w:<3} {mix:<9} {0:>5}  (nothing shared)")
+                    continue
+                plan, real, gap = (sum(c) / len(rows) for c in zip(*rows))
+                better = sum(r[1] < 0.99 for r in rows) / len(rows)
+                worse = sum(r[1] > 1.01 for r in rows) / len(rows)
+                print(f"{gpu_type:<4} {'w' + w:<3} {mix:<9} {len(rows):>5} {plan:>9.3f} {real:>9.3f} "
+                      f"{better:>9.0%} {worse:>9.0%} {gap:>10.3f}")
+                sys.stdout.flush()
+
+
 def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
     """Jobs of 1-8 GPUs on the least-loaded GPUs, random costs, measured rates."""
     rng = random.Random(seed)
@@ -170,6 +217,8 @@ def main() -> int:
     ap.add_argument("--plots", default=None, help="folder for PNG plots")
     ap.add_argument("--skip-sim", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--skip-decisions", action="store_true",
+                    help="skip scoring each sd-maxmin decision against even and the LP bound")
     ap.add_argument("--quick", action="store_true", help="workloads 1,2 only")
     ap.add_argument("--repeat", type=int, default=5, help="timing: best of this many decisions")
     args = ap.parse_args()
@@ -184,6 +233,8 @@ def main() -> int:
         run_timing(args)
     if not args.skip_sim:
         run_sims(args)
+    if not args.skip_decisions:
+        run_decisions(args)
     return 0
 
 

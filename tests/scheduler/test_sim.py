@@ -9,8 +9,8 @@ import pytest
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import policy_names
-from gpufair.scheduler.sim import (SimConfig, load_colocation, load_workload, parse_workload,
-                                   simulate)
+from gpufair.scheduler.sim import (SimConfig, Simulator, load_colocation, load_workload,
+                                   parse_workload, simulate)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "scheduler"
 COLO = FIX / "gavel-colocation-subset.json"
@@ -32,6 +32,17 @@ def test_same_seed_same_run(k80, trace):
     b = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7)).summary()
     a.pop("mean_decision_ms"), b.pop("mean_decision_ms")
     assert a == b
+
+
+def test_observer_sees_every_decision_and_changes_nothing(k80, trace):
+    seen = []
+    cfg = SimConfig(6, "sd-maxmin", seed=7)
+    watched = Simulator(k80, trace, cfg, on_decision=lambda c, d: seen.append((c, d))).run()
+    plain = simulate(k80, trace, cfg)
+    assert len(seen) == watched.decisions > 0
+    for cluster, decisions in seen:
+        assert set(decisions) == {j.job for j in cluster.jobs}
+    assert [j.jct_s for j in watched.jobs] == [j.jct_s for j in plain.jobs]
 
 
 @pytest.mark.parametrize("policy", policy_names())

@@ -173,6 +173,12 @@ class SplitProgram:
         self._cost = np.zeros(self.n_var)  # and its objective
         self._highs = self._load(mat, row_lo, row_up)
 
+    @property
+    def top_step_rates(self) -> np.ndarray:
+        """Per job (in `jobs` order), the most steps/s it could run with its GPUs
+        to itself: an upper bound on its step rate in every solve."""
+        return self._top[self.s_idx]
+
     def _load(self, mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray) -> highspy._Highs:
         # The bare binding: highspy.Highs prints a banner to stdout on first
         # use (it would corrupt `--json` output) and runs each solve in a thread.

@@ -20,10 +20,13 @@ closed forms (`components`), and one LP serves all remaining components at
 once. That LP lives in one HiGHS instance for the whole decision: every
 Newton step, round and the leftover LP re-solve it warm from the previous
 basis after changing only coefficients, bounds or costs (`lp`), and the
-integer splits of all jobs are rounded in one batch (`batch_round`).
+integer splits of all jobs are rounded in one batch (`cost_round`).
 Any realisable schedule of any integer split is feasible in the LP, so
 its optimum bounds what any integer split can reach; the policy rounds the
-per-rank rates to integer batches that keep every rule.
+per-rank rates to integer batches that keep every rule. The LP may plan GPU
+shares a time-sliced GPU never hands out, so the rounded plan is then
+checked and improved against the time-slicing model (`realise`), never
+ending worse under it than the current or the even splits.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ import numpy as np
 
 from gpufair.common.errors import FailedPrecondition, InvalidArgument
 from gpufair.scheduler.policy.base import finalize
-from gpufair.scheduler.policy.batch_round import round_splits
+from gpufair.scheduler.policy.cost_round import cost_splits
 from gpufair.scheduler.policy.components import (Components, find_components, fixed_split,
                                                  lone_job_rates, single_gpu_level)
 from gpufair.scheduler.policy.lp import SplitProgram
 from gpufair.scheduler.policy.model import exclusive_rate
+from gpufair.scheduler.policy.realise import realise
 from gpufair.scheduler.policy.simple import current_rates
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig
 
@@ -50,6 +54,7 @@ _TIGHT = 1e-9
 _NEWTON_TOL = 1e-7
 _NEWTON_MAX = 40
 _SLACK = 1 - 1e-6  # frozen floors sit under the level: HiGHS is feasible to ~1e-7 only
+_EVAL_OVERHEAD = 80  # a model evaluation's fixed cost, in ranks' worth of work
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,10 @@ def _levels(prog: SplitProgram, dem: _Demands, sub: np.ndarray, active: np.ndarr
     top = np.full(n_comp, -np.inf)
     np.maximum.at(top, comp[active], m[active])
     lo, up = top.copy(), np.full(n_comp, np.inf)
+    # No job's SD can go below its SD at its top step rate. Without this bound a
+    # component whose worst job is held by its own top speed (all duals zero)
+    # never gets a lower bound and the search stops high after _NEWTON_MAX solves.
+    np.maximum.at(lo, comp, np.where(active, m + w / prog.top_step_rates, -np.inf))
     s = np.full(n_comp, -np.inf)
     np.maximum.at(s, comp, level)
     for it in range(_NEWTON_MAX):
@@ -229,6 +238,30 @@ def _slowdowns(cluster: ClusterState, excl: np.ndarray, rates: np.ndarray) -> np
         return np.where(rates > 0, (elapsed + rem / rates) / (total / excl), np.inf)
 
 
+def _realise(cluster: ClusterState, splits: dict[int, tuple[int, ...]], lp_bad: np.ndarray,
+             config: PolicyConfig) -> dict[int, tuple[tuple[int, ...], float]]:
+    """Per component with a re-splittable job, worst LP bound first, while the
+    decision's work budget lasts: the splits `realise` picks under time-slicing
+    and each job's predicted badness there (job -> (split, badness)). Components
+    the budget does not reach keep the rounded LP plan."""
+    out = {}
+    comps = sorted(find_components(cluster).general, key=lambda c: -float(lp_bad[list(c)].max()))
+    work = config.realise_work
+    for comp in comps:
+        jobs = [cluster.jobs[j] for j in comp]
+        unit = sum(len(job.ranks) for job in jobs) + _EVAL_OVERHEAD
+        evals = min(config.realise_evals, work // unit)
+        if evals < 3:  # not even the three starting points: keep the plan
+            continue
+        got = realise(jobs, [splits.get(j, cluster.jobs[j].split) for j in comp],
+                      config.maxmin_objective, config.min_change, evals,
+                      float(lp_bad[list(comp)].max()))
+        work -= got.evaluations * unit
+        for j, split, bad in zip(comp, got.splits, got.badness):
+            out[j] = (split, float(bad))
+    return out
+
+
 class SdMaxMinPolicy:
     """Split every multi-GPU job as the lexicographic max-min optimum says."""
 
@@ -244,9 +277,10 @@ class SdMaxMinPolicy:
         goal = (f"no job's predicted SD need exceed {sol.max_sd:.2f}" if sol.objective == "sd"
                 else f"every job can reach >= {sol.min_level:.3f} of its exclusive speed")
         resplit = [j for j, job in enumerate(cluster.jobs) if job.splittable and sol.rates[j] > 0]
-        splits = dict(zip(resplit, round_splits(
-            [sol.rank_rates[j] for j in resplit], [cluster.jobs[j].global_batch for j in resplit],
-            [[r.cap for r in cluster.jobs[j].ranks] for j in resplit])))
+        splits = dict(zip(resplit, cost_splits([cluster.jobs[j] for j in resplit],
+                                               [sol.rank_rates[j] for j in resplit])))
+        lp_bad = sd_lp if sol.objective == "sd" else excl / np.maximum(sol.rates, 1e-300)
+        realised = _realise(cluster, splits, lp_bad, config) if config.realise_evals else {}
         out = {}
         for j, job in enumerate(cluster.jobs):
             lp_rate = float(sol.rates[j])
@@ -256,5 +290,11 @@ class SdMaxMinPolicy:
             reason = (f"max-min ({sol.objective}): {goal}; this job gets "
                       f"{nums['lp_norm_rate']:.3f} of its exclusive speed (SD "
                       f"{nums['sd_now']:.2f} now, {nums['sd_at_lp_rate']:.2f} at the planned rate)")
+            if j in realised:
+                split, bad = realised[j]
+                splits[j] = split
+                nums["time_sliced_" + sol.objective] = bad
+                reason += (f"; as a time-sliced GPU runs the chosen splits: "
+                           f"{'SD' if sol.objective == 'sd' else 'exclusive/speed'} {bad:.2f}")
             out[job.job] = finalize(job, self.name, splits.get(j, job.split), config, reason, nums)
         return out

@@ -37,4 +37,7 @@ def decide(cluster: ClusterState, policy: str, config: PolicyConfig | None = Non
     cfg = config or PolicyConfig()
     if not 0 <= cfg.min_change < 1:
         raise InvalidArgument(f"min_change must be in [0, 1), got {cfg.min_change}")
+    if cfg.realise_evals < 0 or cfg.realise_work < 0:
+        raise InvalidArgument(f"realise_evals and realise_work must be >= 0, got "
+                              f"{cfg.realise_evals} and {cfg.realise_work}")
     return get_policy(policy).decide(cluster, cfg)

@@ -86,12 +86,22 @@ class PolicyConfig:
     maxmin_objective: what `sd-maxmin` equalises: "sd" (minimise the largest
       predicted slow-down, counting time already lost) or "rate" (maximise
       the smallest exclusive-normalised speed now).
+    realise_evals: how many time-slicing model evaluations `sd-maxmin` may
+      spend per component turning its LP plan into splits a time-sliced GPU
+      really runs well (`policy/realise.py`); 0 keeps the LP's proportions.
+    realise_work: per decision, the work all components together may spend
+      on that, an evaluation costing (ranks of its component + 80) units
+      (about 3 us each on one core: ~0.25 ms fixed per model evaluation plus
+      ~3 us per rank); components holding the worst LP bound go first. The
+      default bounds it near 30 ms per decision at any cluster size.
     """
 
     min_change: float = 0.05
     feedback_gain: float = 0.5
     waterfill_rounds: int = 2
     maxmin_objective: str = "sd"
+    realise_evals: int = 40
+    realise_work: int = 10_000
 
 
 def _frozen_numbers(numbers: Mapping[str, float]) -> Mapping[str, float]:

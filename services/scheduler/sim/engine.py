@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from gpufair.common.errors import InvalidArgument
-from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      even_split, get_policy, shared_rates)
+from gpufair.scheduler.policy import (ClusterState, Decision, JobState, PolicyConfig, RankState,
+                                      decide, even_split, get_policy, shared_rates)
 from gpufair.scheduler.sim.colocation import Colocation, ModelCost
 from gpufair.scheduler.sim.placement import DEFAULT_PLACEMENT, check_placement, choose_gpus
 from gpufair.scheduler.sim.result import JobResult, SimResult
@@ -67,11 +68,17 @@ def exclusive_rate_of(cost: ModelCost, job: TraceJob) -> float:
     return job.global_batch / (cost.sec_per_step + cost.sec_per_sample * worst)
 
 
-class Simulator:
-    """One run of one policy over one trace; call `run()` once."""
+Observer = Callable[[ClusterState, dict[str, Decision]], None]
 
-    def __init__(self, colocation: Colocation, trace: tuple[TraceJob, ...], config: SimConfig
-                 ) -> None:
+
+class Simulator:
+    """One run of one policy over one trace; call `run()` once.
+
+    `on_decision`, if given, sees every snapshot the policy decided on and its
+    decisions (benchmarks use it to score decisions against other splits)."""
+
+    def __init__(self, colocation: Colocation, trace: tuple[TraceJob, ...], config: SimConfig,
+                 on_decision: Observer | None = None) -> None:
         if config.num_gpus < 1 or config.max_per_gpu < 1 or config.period_s <= 0:
             raise InvalidArgument("num_gpus, max_per_gpu and period_s must be positive")
         if not trace:
@@ -85,7 +92,7 @@ class Simulator:
             if job.num_gpus > config.num_gpus:
                 raise InvalidArgument(f"line {job.line}: job {job.job!r} needs {job.num_gpus} "
                                       f"GPUs, the cluster has {config.num_gpus}")
-        self._colo, self._cfg = colocation, config
+        self._colo, self._cfg, self._observer = colocation, config, on_decision
         self._trace = sorted(trace, key=lambda j: (j.arrival_s, j.line))
         # Separate streams: measurement noise must not shift where jobs land.
         self._rng = np.random.default_rng(config.seed)
@@ -132,10 +139,14 @@ class Simulator:
     def _apply_policy(self, now: float) -> float:
         started = time.perf_counter()
         cluster = ClusterState(tuple(self._states(now, noisy=True)))
-        for name, d in decide(cluster, self._cfg.policy, self._cfg.policy_config).items():
+        decisions = decide(cluster, self._cfg.policy, self._cfg.policy_config)
+        spent = time.perf_counter() - started
+        if self._observer is not None:
+            self._observer(cluster, decisions)
+        for name, d in decisions.items():
             if d.changed:
                 self._running[name].split = d.split
-        return time.perf_counter() - started
+        return spent
 
     def run(self) -> SimResult:
         """Simulate until every job has finished."""
