@@ -57,11 +57,13 @@ class Realised:
     evaluations: int
 
 
-def badness(jobs: Sequence[JobState], splits: Sequence[Split], objective: str
-            ) -> tuple[np.ndarray, SharedRates]:
-    """Per-job badness under time-slicing (lower is better) and the model's rates."""
+def badness(jobs: Sequence[JobState], splits: Sequence[Split], objective: str,
+            excl: np.ndarray | None = None) -> tuple[np.ndarray, SharedRates]:
+    """Per-job badness under time-slicing (lower is better) and the model's rates.
+    `excl` (the jobs' exclusive rates) may be passed in to save recomputing it."""
     sr = shared_rates(list(jobs), list(splits))
-    excl = np.array([exclusive_rate(j) for j in jobs])
+    if excl is None:
+        excl = np.array([exclusive_rate(j) for j in jobs])
     rates = sr.rates
     with np.errstate(divide="ignore"):
         if objective == "rate":
@@ -120,14 +122,15 @@ def realise(jobs: Sequence[JobState], proposed: Sequence[Split], objective: str,
 
     `bound` is the LP's optimum of the component's worst badness: a start
     that reaches it is returned without searching."""
+    excl = np.array([exclusive_rate(j) for j in jobs])
     cur = [_snap(j, tuple(p), min_change) for j, p in zip(jobs, proposed)]
-    best, sr = badness(jobs, cur, objective)
+    best, sr = badness(jobs, cur, objective, excl)
     used = 1
     for start in ([j.split for j in jobs],
                   [_snap(j, even_split(j.global_batch, len(j.ranks)), min_change) for j in jobs]):
         if start == cur:
             continue
-        bad, start_sr = badness(jobs, start, objective)
+        bad, start_sr = badness(jobs, start, objective, excl)
         used += 1
         if leximin_better(bad, best):
             cur, best, sr = start, bad, start_sr
@@ -144,7 +147,7 @@ def realise(jobs: Sequence[JobState], proposed: Sequence[Split], objective: str,
                     continue
                 trial = cur.copy()
                 trial[j] = split
-                bad, trial_sr = badness(jobs, trial, objective)
+                bad, trial_sr = badness(jobs, trial, objective, excl)
                 used += 1
                 if leximin_better(bad, best) and (step is None or leximin_better(bad, step[0])):
                     step = (bad, trial_sr, trial)

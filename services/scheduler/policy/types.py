@@ -91,9 +91,10 @@ class PolicyConfig:
       really runs well (`policy/realise.py`); 0 keeps the LP's proportions.
     realise_work: per decision, the work all components together may spend
       on that, an evaluation costing (ranks of its component + 80) units
-      (about 3 us each on one core: ~0.25 ms fixed per model evaluation plus
-      ~3 us per rank); components holding the worst LP bound go first. The
-      default bounds it near 30 ms per decision at any cluster size.
+      (3-7 us each on one core: ~0.25 ms fixed per model evaluation plus
+      3-7 us per rank); components holding the worst LP bound go first, a
+      component too big for what is left keeps its rounded plan. The default
+      bounds it near 25 ms per decision at any cluster size.
     """
 
     min_change: float = 0.05
@@ -101,7 +102,7 @@ class PolicyConfig:
     waterfill_rounds: int = 2
     maxmin_objective: str = "sd"
     realise_evals: int = 40
-    realise_work: int = 10_000
+    realise_work: int = 4000
 
 
 def _frozen_numbers(numbers: Mapping[str, float]) -> Mapping[str, float]:
