@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +49,36 @@ def test_warm_resolves_reach_the_same_optimum_as_a_fresh_program(cluster, seed):
         if throughput is not None:
             assert math.isclose(weights @ got.steps, weights @ cold.steps, rel_tol=1e-6,
                                 abs_tol=1e-6)
+
+
+@FAST
+@given(cluster=clusters(max_gpus=4, max_jobs=6), seed=st.integers(0, 2**31 - 1))
+def test_throughput_lp_reaches_the_optimum_with_either_simplex(cluster, seed):
+    # The throughput LP has its own instance, solved by the primal simplex on
+    # GPUs shared by ~2 ranks and more, by the dual simplex elsewhere: both
+    # must keep the floors and reach the optimum of an independent solve.
+    from scipy.optimize import linprog
+    rng = np.random.default_rng(seed)
+    n = len(cluster.jobs)
+    weights = rng.uniform(0.1, 2.0, n)
+    floors = _program(cluster).solve(np.ones(n), np.zeros(n)).steps * rng.uniform(0, 1, n) * 0.999
+    for dense in (True, False):
+        prog = _program(cluster)
+        prog._dense = dense
+        got = prog.solve(np.zeros(n), floors, throughput=weights)
+        mat, row_lo, row_up = prog._core
+        eq = row_lo == row_up
+        up = np.concatenate([prog._top[:prog.lam0 - n], prog.top_step_rates])
+        lo = np.zeros(prog.lam0)
+        lo[prog.s_idx] = floors
+        cost = np.zeros(prog.lam0)
+        cost[prog.s_idx] = -weights
+        ref = linprog(cost, A_ub=sp.vstack([mat[~eq], -mat[~eq]]),
+                      b_ub=np.concatenate([row_up[~eq], -row_lo[~eq]]), A_eq=mat[eq],
+                      b_eq=row_up[eq], bounds=np.column_stack([lo, up]), method="highs")
+        assert ref.status == 0
+        assert np.all(got.steps >= floors - 1e-9)
+        assert math.isclose(weights @ got.steps, -ref.fun, rel_tol=1e-6, abs_tol=1e-9)
 
 
 @FAST
