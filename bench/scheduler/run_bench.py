@@ -8,7 +8,8 @@ job mixes, and decision time against cluster size.
 
 Ratios are against `even` measured in the same run under the same placement.
 `sd-maxmin[rate]` (skipped with --no-rate) is sd-maxmin with
-`maxmin_objective="rate"` (equal normalised speeds now).
+`maxmin_objective="rate"` (equal normalised speeds now); in the timing table,
+`sd-maxmin[plan]` is sd-maxmin without realising its plan (`realise_evals=0`).
 """
 
 from __future__ import annotations
@@ -165,13 +166,15 @@ def run_decisions(args) -> None:
                 sys.stdout.flush()
 
 
-def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
-    """Jobs of 1-8 GPUs on the least-loaded GPUs, random costs, measured rates."""
+def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int, widths: tuple[int, int] = (1, 8)
+                      ) -> ClusterState:
+    """Jobs of widths[0]-widths[1] GPUs on the least-loaded GPUs, random costs,
+    measured rates."""
     rng = random.Random(seed)
     load = [0] * n_gpus
     jobs = []
     for j in range(n_jobs):
-        n = rng.randint(1, 8)
+        n = rng.randint(*widths)
         gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
         for g in gpus:
             load[g] += 1
@@ -184,14 +187,17 @@ def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
 
 
 def run_timing(args) -> None:
+    timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
     print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} "
-          + " ".join(f"{label:>15}" for label, _, _ in variants())
+          + " ".join(f"{label:>15}" for label, _, _ in timed)
           + f"   (ms per decision, best of {args.repeat}, one process)")
-    sizes = [(30, 128), (250, 1024), (1000, 4096), (1000, 2048), (2000, 8192)]
-    for n_jobs, n_gpus in sizes:
-        cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs)
+    # The last row: every job 8 GPUs wide, ~2 jobs per GPU at 4,096 GPUs.
+    sizes = [(30, 128, (1, 8)), (250, 1024, (1, 8)), (1000, 4096, (1, 8)), (1000, 2048, (1, 8)),
+             (2000, 8192, (1, 8)), (1000, 4096, (8, 8))]
+    for n_jobs, n_gpus, widths in sizes:
+        cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs, widths=widths)
         cells = []
-        for _, p, cfg in variants():
+        for _, p, cfg in timed:
             best = float("inf")
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
