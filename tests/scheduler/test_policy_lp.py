@@ -12,8 +12,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufair.scheduler.policy import ClusterState, round_split
-from gpufair.scheduler.policy.batch_round import round_splits
+from gpufair.scheduler.policy import ClusterState
 from gpufair.scheduler.policy.lp import SplitProgram
 
 from sched_strategies import clusters
@@ -92,27 +91,6 @@ def test_rank_rates_keep_every_split_rule(cluster):
         caps = [r.cap if r.cap is not None else job.global_batch for r in job.ranks]
         assert np.all(x >= s * (1 - 1e-6) - 1e-9)  # at least one sample per rank
         assert np.all(x <= s * np.array(caps) * (1 + 1e-6) + 1e-9)
-
-
-@st.composite
-def rounding_inputs(draw):
-    jobs = []
-    for _ in range(draw(st.integers(1, 6))):
-        n = draw(st.integers(1, 6))
-        total = draw(st.integers(n, 400))
-        weights = draw(st.lists(st.one_of(st.floats(0, 1e4), st.sampled_from([0.0, 1.0])),
-                                min_size=n, max_size=n))
-        caps = draw(st.lists(st.one_of(st.none(), st.integers(-(-total // n), total)),
-                             min_size=n, max_size=n))
-        jobs.append((weights, total, caps))
-    return jobs
-
-
-@settings(max_examples=200, deadline=None)
-@given(jobs=rounding_inputs())
-def test_batched_rounding_matches_round_split_exactly(jobs):
-    got = round_splits([w for w, _, _ in jobs], [t for _, t, _ in jobs], [c for _, _, c in jobs])
-    assert got == [round_split(w, t, c) for w, t, c in jobs]
 
 
 def test_solving_prints_nothing_to_stdout():
