@@ -12,7 +12,8 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufair.scheduler.policy import ClusterState
+from gpufair.scheduler.policy import ClusterState, JobState, RankState
+from gpufair.scheduler.policy import lp
 from gpufair.scheduler.policy.lp import SplitProgram
 
 from sched_strategies import clusters
@@ -56,7 +57,6 @@ def test_throughput_lp_reaches_the_optimum_with_either_simplex(cluster, seed):
     # The throughput LP has its own instance, solved by the primal simplex on
     # GPUs shared by ~2 ranks and more, by the dual simplex elsewhere: both
     # must keep the floors and reach the optimum of an independent solve.
-    from scipy.optimize import linprog
     rng = np.random.default_rng(seed)
     n = len(cluster.jobs)
     weights = rng.uniform(0.1, 2.0, n)
@@ -65,19 +65,49 @@ def test_throughput_lp_reaches_the_optimum_with_either_simplex(cluster, seed):
         prog = _program(cluster)
         prog._dense = dense
         got = prog.solve(np.zeros(n), floors, throughput=weights)
-        mat, row_lo, row_up = prog._core
-        eq = row_lo == row_up
-        up = np.concatenate([prog._top[:prog.lam0 - n], prog.top_step_rates])
-        lo = np.zeros(prog.lam0)
-        lo[prog.s_idx] = floors
-        cost = np.zeros(prog.lam0)
-        cost[prog.s_idx] = -weights
-        ref = linprog(cost, A_ub=sp.vstack([mat[~eq], -mat[~eq]]),
-                      b_ub=np.concatenate([row_up[~eq], -row_lo[~eq]]), A_eq=mat[eq],
-                      b_eq=row_up[eq], bounds=np.column_stack([lo, up]), method="highs")
-        assert ref.status == 0
         assert np.all(got.steps >= floors - 1e-9)
-        assert math.isclose(weights @ got.steps, -ref.fun, rel_tol=1e-6, abs_tol=1e-9)
+        assert math.isclose(weights @ got.steps, _reference_throughput(prog, floors, weights),
+                            rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _reference_throughput(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray) -> float:
+    """The throughput LP's optimum by an independent solve (scipy's HiGHS)."""
+    from scipy.optimize import linprog
+    n = len(floors)
+    mat, row_lo, row_up = prog._core
+    eq = row_lo == row_up
+    up = np.concatenate([prog._top[:prog.lam0 - n], prog.top_step_rates])
+    lo = np.zeros(prog.lam0)
+    lo[prog.s_idx] = floors
+    cost = np.zeros(prog.lam0)
+    cost[prog.s_idx] = -weights
+    ref = linprog(cost, A_ub=sp.vstack([mat[~eq], -mat[~eq]]),
+                  b_ub=np.concatenate([row_up[~eq], -row_lo[~eq]]), A_eq=mat[eq],
+                  b_eq=row_up[eq], bounds=np.column_stack([lo, up]), method="highs")
+    assert ref.status == 0
+    return -ref.fun
+
+
+@FAST
+@given(cluster=clusters(max_gpus=4, max_jobs=6), seed=st.integers(0, 2**31 - 1))
+def test_throughput_lp_from_the_level_basis_reaches_the_optimum(cluster, seed):
+    # As in a decision: a level solve holds some jobs at the level, their
+    # floors go just under the held rates, and the throughput LP starts from
+    # the level LP's last basis cut down to its own rows and columns.
+    rng = np.random.default_rng(seed)
+    n = len(cluster.jobs)
+    weights = rng.uniform(0.1, 2.0, n)
+    delta = np.where(rng.random(n) < 0.8, rng.uniform(0.01, 10.0, n), 0.0)
+    for dense in (True, False):
+        prog = SplitProgram(cluster, range(n), np.zeros(n, dtype=int))  # one level for all
+        prog._dense = dense
+        res = prog.solve(delta, np.zeros(n))
+        held = res.demand_duals < -1e-9
+        floors = np.where(held, res.steps * (1 - 1e-6), res.steps * rng.uniform(0, 1, n) * 0.999)
+        got = prog.solve(np.zeros(n), floors, throughput=weights)
+        assert np.all(got.steps >= floors - 1e-9)
+        assert math.isclose(weights @ got.steps, _reference_throughput(prog, floors, weights),
+                            rel_tol=1e-6, abs_tol=1e-9)
 
 
 @FAST
@@ -122,3 +152,21 @@ def test_infeasible_floors_are_a_failed_precondition_and_the_program_recovers():
         prog.solve(np.zeros(2), best.steps * 2.0, throughput=np.ones(2))
     again = prog.solve(np.zeros(2), np.zeros(2), throughput=np.ones(2))
     assert math.isclose(again.steps.sum(), best.steps.sum(), rel_tol=1e-9)
+
+
+def test_a_stalled_throughput_solve_falls_back_to_the_defaults(monkeypatch, caplog):
+    # The dense path turns off HiGHS's bound perturbation; a solve that hits the
+    # stall cap must be redone with the defaults and still reach the optimum.
+    r = RankState
+    cluster = ClusterState((
+        JobState("a", 40, (r("g0", 20, 0.01, 0.01), r("g1", 20, 0.02)), 0, 1e4, 3.0),
+        JobState("b", 30, (r("g1", 15, 0.01), r("g2", 15, 0.03)), 0, 1e4, 0.0),
+        JobState("c", 16, (r("g0", 8, 0.02), r("g2", 8, 0.01)), 0, 1e4, 0.0)))
+    weights, floors = np.array([1.0, 0.5, 2.0]), np.zeros(3)
+    monkeypatch.setattr(lp, "_STALL_PIVOTS", 0)
+    prog = _program(cluster)
+    prog._dense = True
+    got = prog.solve(np.zeros(3), floors, throughput=weights)
+    assert "solving cold" in caplog.text
+    assert float(weights @ got.steps) == pytest.approx(_reference_throughput(prog, floors, weights),
+                                                       rel=1e-7)
