@@ -33,7 +33,8 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from controlplane import control_plane  # noqa: E402
-from sampler_overhead import DIM, GLOBAL_BATCH, HIDDEN, N, Alone, Cheap, run_baseline, run_gpufair  # noqa: E402
+from sampler_overhead import (DIM, GLOBAL_BATCH, HIDDEN, N, Alone, Cheap, best_step_times,  # noqa: E402
+                              run_baseline, run_gpufair)
 
 CONFIGS = ("off", "on", "off2")
 
@@ -81,14 +82,7 @@ def bookkeeping(metrics_addr: str, rounds: int = 5) -> tuple[float, float, float
         base = DataLoader(Cheap(), batch_size=GLOBAL_BATCH // 2, sampler=DistributedSampler(Cheap(), num_replicas=2, rank=0, seed=1, drop_last=True),
                           drop_last=True, collate_fn=list)
         loop = ElasticLoop(Cheap(), GLOBAL_BATCH, rank=0, world_size=2, observers=[reporter], sync_every=10, exchanger=Alone(), collate_fn=list)
-        best_base = best_ours = float("inf")
-        for epoch in range(rounds):
-            start = time.perf_counter()
-            steps = sum(1 for _ in base)
-            best_base = min(best_base, (time.perf_counter() - start) / steps)
-            start = time.perf_counter()
-            steps = sum(1 for _ in loop.epoch(epoch))
-            best_ours = min(best_ours, (time.perf_counter() - start) / steps)
+        best_base, best_ours = best_step_times(base, loop, rounds)
         n, first = 20_000, 10**6  # steps after the loop's, so the service accepts them
         records = [StepRecord(0, 0, i, first + i, 32, 64, 0, 0.02, 0.001, 0.0, first + i + 1, 64, 32 * (i + 1)) for i in range(n)]
         start = time.perf_counter()

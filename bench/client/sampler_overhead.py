@@ -136,6 +136,11 @@ def micro(rounds: int = 5) -> tuple[float, float]:
         Cheap(), GLOBAL_BATCH, rank=0, world_size=2, observers=[Counter()], sync_every=1,
         exchanger=Alone(), collate_fn=collate,
     )
+    return best_step_times(base_loader, loop, rounds)
+
+
+def best_step_times(base_loader: Any, loop: Any, rounds: int) -> tuple[float, float]:
+    """Best seconds per step over `rounds` epochs: plain loader, then gpufair's loop."""
     best_base = best_ours = float("inf")
     for epoch in range(rounds):
         start = time.perf_counter()

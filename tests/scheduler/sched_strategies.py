@@ -6,7 +6,8 @@ import math
 
 from hypothesis import strategies as st
 
-from gpufair.scheduler.policy import ClusterState, JobState, RankState, even_split
+from gpufair.scheduler.policy import (ClusterState, JobState, RankState, even_split,
+                                      exclusive_rate)
 
 
 @st.composite
@@ -31,3 +32,14 @@ def clusters(draw, max_gpus: int = 5, max_jobs: int = 5, pins: bool = True) -> C
                              draw(st.floats(0, 1e4)), None,
                              draw(st.one_of(st.none(), st.floats(1.0, 1e5))), pinned))
     return ClusterState(tuple(jobs))
+
+
+def rate_level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
+    """Best min_j r_j / R_j reachable with these splits fixed: every GPU's
+    time budget sum_j (a + c b) r_j / B_j <= 1 with r_j = t R_j."""
+    load: dict[str, float] = {}
+    for job, split in zip(cluster.jobs, splits):
+        for rank, b in zip(job.ranks, split):
+            load[rank.gpu] = load.get(rank.gpu, 0.0) + rank.step_time(b) * exclusive_rate(job) \
+                / job.global_batch
+    return min(1.0 / v for v in load.values())

@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufair.common.errors import InvalidArgument
-from gpufair.scheduler.policy import (ClusterState, JobState, RankState, exclusive_rate,
-                                      solve_maxmin)
+from gpufair.scheduler.policy import ClusterState, JobState, RankState, solve_maxmin
 from gpufair.scheduler.policy.cost_round import cost_splits
 from gpufair.scheduler.policy.rounding import round_split
+
+from sched_strategies import rate_level
 
 
 def plan_step_time(job: JobState, rates: list[float], split: tuple[int, ...]) -> float:
@@ -81,16 +82,6 @@ def test_steep_cost_gap_keeps_one_sample_on_the_dear_rank():
     assert cost_splits([job], [rates]) == [(1, 31)]
     assert plan_step_time(job, rates, (1, 31)) == pytest.approx(31 / 30.5)
     assert plan_step_time(job, rates, (2, 30)) == pytest.approx(2 / 1.5)
-
-
-def rate_level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
-    """Best min_j r_j / R_j with these splits fixed (every GPU's time budget)."""
-    load: dict[str, float] = {}
-    for job, split in zip(cluster.jobs, splits):
-        for rank, b in zip(job.ranks, split):
-            load[rank.gpu] = load.get(rank.gpu, 0.0) + rank.step_time(b) * exclusive_rate(job) \
-                / job.global_batch
-    return min(1.0 / v for v in load.values())
 
 
 def test_sd_maxmin_plan_rounds_to_the_best_integer_split_at_a_31x_cost_gap():

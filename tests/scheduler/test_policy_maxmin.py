@@ -15,21 +15,12 @@ from hypothesis import strategies as st
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
                                       exclusive_rate, shared_rates, solve_maxmin)
 
+from sched_strategies import rate_level
+
 # The LP's plan, rounded: what the brute force below measures (GPU time shared as
 # planned). Realising it under time-slicing is pinned in test_realise.py.
 RATE = PolicyConfig(min_change=0.0, maxmin_objective="rate", realise_evals=0)
 SD = PolicyConfig(min_change=0.0, maxmin_objective="sd", realise_evals=0)
-
-
-def level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
-    """Best min_j r_j / R_j reachable with these splits fixed: every GPU's
-    time budget sum_j (a + c b) r_j / B_j <= 1 with r_j = t R_j."""
-    load: dict[str, float] = {}
-    for job, split in zip(cluster.jobs, splits):
-        for rank, b in zip(job.ranks, split):
-            load[rank.gpu] = load.get(rank.gpu, 0.0) + rank.step_time(b) * exclusive_rate(job) \
-                / job.global_batch
-    return min(1.0 / v for v in load.values())
 
 
 def all_splits(job: JobState):
@@ -45,7 +36,7 @@ def all_splits(job: JobState):
 
 
 def brute_force(cluster: ClusterState) -> float:
-    return max(level(cluster, list(s))
+    return max(rate_level(cluster, list(s))
                for s in itertools.product(*(list(all_splits(j)) for j in cluster.jobs)))
 
 
@@ -99,7 +90,7 @@ def test_rate_lp_bounds_every_integer_split_and_maxmin_reaches_it(cluster):
     sol = solve_maxmin(cluster, objective="rate")
     assert sol.min_level >= best * (1 - 1e-5)  # floors sit 1e-6 under the level
     ds = decide(cluster, "sd-maxmin", RATE)
-    got = level(cluster, [ds[j.job].split for j in cluster.jobs])
+    got = rate_level(cluster, [ds[j.job].split for j in cluster.jobs])
     assert got <= best * (1 + 1e-9)
     # Rounding to integers costs at most a few samples' worth per rank.
     worst_b = min(j.global_batch for j in cluster.jobs if j.splittable) \
@@ -177,7 +168,7 @@ def test_maxmin_hits_the_brute_force_optimum_when_it_is_integral():
     best = brute_force(cluster)
     for cfg in (RATE, SD):  # no history: both objectives agree here
         ds = decide(cluster, "sd-maxmin", cfg)
-        assert level(cluster, [ds[j.job].split for j in cluster.jobs]) == pytest.approx(best)
+        assert rate_level(cluster, [ds[j.job].split for j in cluster.jobs]) == pytest.approx(best)
     assert solve_maxmin(cluster, objective="rate").min_level == pytest.approx(best, rel=1e-5)
     assert solve_maxmin(cluster).max_sd == pytest.approx(1 / best, rel=1e-5)
 

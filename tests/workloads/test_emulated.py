@@ -48,9 +48,13 @@ def _wait_until(cond, timeout: float = 30.0) -> None:
 def _rates(tmp: Path, speeds: tuple[float, ...], placement: dict[str, int]) -> dict[str, float]:
     """Run one process per name on its device, all timing the same window; steps/s each."""
     barrier, results = CTX.Barrier(len(placement)), CTX.Queue()
-    procs = [CTX.Process(target=emu_workers.train_steps,
-                         args=(str(tmp), speeds, idx, MATMUL, barrier, WINDOW_S, results, name))
-             for name, idx in placement.items()]
+    return _run_all([CTX.Process(target=emu_workers.train_steps,
+                                 args=(str(tmp), speeds, idx, MATMUL, barrier, WINDOW_S, results, name))
+                     for name, idx in placement.items()], results)
+
+
+def _run_all(procs: list, results) -> dict:
+    """Start the worker processes, collect one (name, value) result from each, check exits."""
     for p in procs:
         p.start()
     out = dict(results.get(timeout=180) for _ in procs)
@@ -72,15 +76,10 @@ def test_two_processes_sharing_a_device_each_get_about_half_their_exclusive_spee
     alone_round = [i % 2 == 0 for i in range(rounds)]
     plans = {"a": [True] * rounds, "b": [not x for x in alone_round]}
     barrier, results = CTX.Barrier(2), CTX.Queue()
-    procs = [CTX.Process(target=emu_workers.train_in_rounds,
-                         args=(str(emu_dir), (1.0,), 0, MATMUL, barrier, plan, ROUND_S, results, name))
-             for name, plan in plans.items()]
-    for p in procs:
-        p.start()
-    steps = dict(results.get(timeout=180) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    steps = _run_all([CTX.Process(target=emu_workers.train_in_rounds,
+                                  args=(str(emu_dir), (1.0,), 0, MATMUL, barrier, plan, ROUND_S,
+                                        results, name))
+                      for name, plan in plans.items()], results)
 
     def total(name: str, alone: bool) -> int:
         return sum(n for n, x in zip(steps[name], alone_round) if x == alone)
