@@ -9,7 +9,10 @@ job mixes, and decision time against cluster size.
 Ratios are against `even` measured in the same run under the same placement.
 `sd-maxmin[rate]` (skipped with --no-rate) is sd-maxmin with
 `maxmin_objective="rate"` (equal normalised speeds now); in the timing table,
-`sd-maxmin[plan]` is sd-maxmin without realising its plan (`realise_evals=0`).
+`sd-maxmin[plan]` is sd-maxmin without realising its plan (`realise_evals=0`),
+and `sd-maxmin warm` is the decision one period later (`next_period`: splits
+applied, progress, re-measured costs, 1 % of jobs replaced) starting from the
+first decision's LP bases, as the service and the simulator run it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import time
 from pathlib import Path
 
 from gpufair.common.errors import GpufairError, InvalidArgument
-from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      even_split, policy_names, solve_maxmin)
+from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState,
+                                      WarmStart, decide, even_split, policy_names,
+                                      shared_rates, solve_maxmin)
 from gpufair.scheduler.policy.components import find_components
 from gpufair.scheduler.policy.realise import badness
 from gpufair.scheduler.sim import (SimConfig, Simulator, check_placement, load_colocation,
@@ -166,30 +170,64 @@ def run_decisions(args) -> None:
                 sys.stdout.flush()
 
 
+def _new_job(name: str, n_gpus: int, load: list[int], rng: random.Random,
+             widths: tuple[int, int]) -> JobState:
+    """A job of widths[0]-widths[1] GPUs on the least-loaded GPUs (updates
+    `load`), random costs and progress, measured rates."""
+    n = rng.randint(*widths)
+    gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
+    for g in gpus:
+        load[g] += 1
+    big_b = 32 * n * rng.choice([1, 2, 4])
+    ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
+                  for g, b in zip(gpus, even_split(big_b, n)))
+    return JobState(name, big_b, ranks, rng.uniform(0, 1e6), 2e6, rng.uniform(0, 3600),
+                    rng.uniform(10, 1000), None)
+
+
 def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int, widths: tuple[int, int] = (1, 8)
                       ) -> ClusterState:
-    """Jobs of widths[0]-widths[1] GPUs on the least-loaded GPUs, random costs,
-    measured rates."""
+    """`n_jobs` jobs from `_new_job`, placed one after another."""
+    rng, load = random.Random(seed), [0] * n_gpus
+    return ClusterState(tuple(_new_job(f"j{j}", n_gpus, load, rng, widths)
+                              for j in range(n_jobs)))
+
+
+def next_period(cluster: ClusterState, decisions: dict, n_gpus: int, seed: int,
+                widths: tuple[int, int], period_s: float = 60.0, noise: float = 0.02,
+                churn: float = 0.01) -> ClusterState:
+    """The cluster one scheduling period later, as the service would see it:
+    the decided splits applied, every job `period_s` further on at the speed
+    the time-slicing model predicts, costs re-measured with `noise` relative
+    error, and `churn` of the jobs (the furthest along) replaced by new ones."""
     rng = random.Random(seed)
+    jobs = [dataclasses.replace(j, ranks=tuple(dataclasses.replace(r, batch=b) for r, b in
+                                               zip(j.ranks, decisions[j.job].split)))
+            for j in cluster.jobs]
+    rates = shared_rates(jobs, [j.split for j in jobs]).rates
+    moved = []
+    for j, rate in zip(jobs, rates):
+        ranks = tuple(dataclasses.replace(r, sec_per_sample=r.sec_per_sample * rng.gauss(1, noise),
+                                          sec_per_step=r.sec_per_step * abs(rng.gauss(1, noise)))
+                      for r in j.ranks)
+        moved.append(dataclasses.replace(j, ranks=ranks, elapsed_s=j.elapsed_s + period_s,
+                                         samples_done=min(j.samples_done + rate * period_s,
+                                                          j.samples_total - 1)))
+    gone = set(sorted(range(len(moved)), key=lambda i: -moved[i].samples_done)
+               [:int(churn * len(moved))])
+    kept = [j for i, j in enumerate(moved) if i not in gone]
     load = [0] * n_gpus
-    jobs = []
-    for j in range(n_jobs):
-        n = rng.randint(*widths)
-        gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
-        for g in gpus:
-            load[g] += 1
-        big_b = 32 * n * rng.choice([1, 2, 4])
-        ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
-                      for g, b in zip(gpus, even_split(big_b, n)))
-        jobs.append(JobState(f"j{j}", big_b, ranks, rng.uniform(0, 1e6), 2e6,
-                             rng.uniform(0, 3600), rng.uniform(10, 1000), None))
-    return ClusterState(tuple(jobs))
+    for j in kept:
+        for r in j.ranks:
+            load[int(r.gpu[1:])] += 1
+    fresh = [_new_job(f"new{seed}-{i}", n_gpus, load, rng, widths) for i in range(len(gone))]
+    return ClusterState(tuple(kept + fresh))
 
 
 def run_timing(args) -> None:
     timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
     print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} "
-          + " ".join(f"{label:>15}" for label, _, _ in timed)
+          + " ".join(f"{label:>15}" for label, _, _ in timed) + f" {'sd-maxmin warm':>15}"
           + f"   (ms per decision, best of {args.repeat}, one process)")
     # The last row: every job 8 GPUs wide, ~2 jobs per GPU at 4,096 GPUs.
     sizes = [(30, 128, (1, 8)), (250, 1024, (1, 8)), (1000, 4096, (1, 8)), (1000, 2048, (1, 8)),
@@ -204,6 +242,16 @@ def run_timing(args) -> None:
                 decide(cluster, p, cfg)
                 best = min(best, time.perf_counter() - t0)
             cells.append(f"{1000 * best:>15.1f}")
+        # Warm: the next period's decision, starting from this one's LP bases.
+        best = float("inf")
+        for rep in range(args.repeat):
+            warm = WarmStart()
+            later = next_period(cluster, decide(cluster, "sd-maxmin", None, warm), n_gpus,
+                                seed=rep, widths=widths)
+            t0 = time.perf_counter()
+            decide(later, "sd-maxmin", None, warm)
+            best = min(best, time.perf_counter() - t0)
+        cells.append(f"{1000 * best:>15.1f}")
         ranks = sum(len(j.ranks) for j in cluster.jobs)
         print(f"{n_jobs:>5} {n_gpus:>5} {ranks:>6} " + " ".join(cells))
         sys.stdout.flush()

@@ -14,7 +14,7 @@ from gpufair.common.etcd import EtcdState, StaleVersion, stop_task
 from gpufair.common.keys import Keys
 from gpufair.common.leader import LeaderElection
 from gpufair.scheduler.jobs import Split
-from gpufair.scheduler.policy import PolicyConfig, decide
+from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.snapshot import JobEstimate, JobMetrics, Profiles, build_snapshot
 from gpufair.scheduler.sources import PolicyStore
@@ -47,6 +47,7 @@ class DecisionLoop:
         self.rounds = 0
         self.latest: dict[str, JobEstimate] = {}  # per-job numbers of the latest round (leader only)
         self._profiles: Profiles = {}  # the last profiles read, for reads while etcd is unreachable
+        self._warm = WarmStart()  # sd-maxmin's LP bases from the last round: rounds run one at a time
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="decision-loop")
@@ -98,7 +99,8 @@ class DecisionLoop:
         cluster, est = build_snapshot(views, metrics, await self._fetch_profiles(), self._clock())
         self.latest = est
         t0 = time.perf_counter()
-        decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change))
+        decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change),
+                                            self._warm)
         duration = time.perf_counter() - t0
         written, parts = 0, []
         by_job = {v.spec.job_id: v for v in views}

@@ -7,14 +7,17 @@ from typing import Mapping, Protocol
 
 from gpufair.scheduler.policy.rounding import moved_fraction
 from gpufair.scheduler.policy.types import ClusterState, Decision, JobState, PolicyConfig
+from gpufair.scheduler.policy.warm import WarmStart
 
 
 class Policy(Protocol):
-    """A split policy: a pure function of a cluster snapshot."""
+    """A split policy: a pure function of a cluster snapshot. `warm` (only
+    sd-maxmin uses it) may make a decision faster, never different in value."""
 
     name: str
 
-    def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
+    def decide(self, cluster: ClusterState, config: PolicyConfig,
+               warm: WarmStart | None = None) -> dict[str, Decision]:
         """One Decision per job in the snapshot."""
         ...
 

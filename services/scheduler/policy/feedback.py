@@ -16,6 +16,7 @@ from gpufair.scheduler.policy.model import slowdown
 from gpufair.scheduler.policy.rounding import round_split
 from gpufair.scheduler.policy.simple import current_rates
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig
+from gpufair.scheduler.policy.warm import WarmStart
 
 
 def _neighbour_sd(cluster: ClusterState, sds: np.ndarray) -> list[list[float]]:
@@ -40,7 +41,8 @@ class SdFeedbackPolicy:
 
     name = "sd-feedback"
 
-    def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
+    def decide(self, cluster: ClusterState, config: PolicyConfig,
+               warm: WarmStart | None = None) -> dict[str, Decision]:
         """Shift each job's batch share towards GPUs whose neighbours are better off."""
         rates = current_rates(cluster)
         sds = np.array([slowdown(job, float(r)) for job, r in zip(cluster.jobs, rates)])

@@ -20,7 +20,9 @@ closed forms (`components`), and one LP serves all remaining components at
 once. That LP lives in one HiGHS instance for the whole decision: every
 Newton step, round and the leftover LP re-solve it warm from the previous
 basis after changing only coefficients, bounds or costs (`lp`), and the
-integer splits of all jobs are rounded in one batch (`cost_round`).
+integer splits of all jobs are rounded in one batch (`cost_round`). A loop
+that decides every period passes a `WarmStart`: the LPs then start from the
+last decision's bases and the SD search from its optimum (`warm`).
 Any realisable schedule of any integer split is feasible in the LP, so
 its optimum bounds what any integer split can reach; the policy rounds the
 per-rank rates to integer batches that keep every rule. The LP may plan GPU
@@ -46,6 +48,7 @@ from gpufair.scheduler.policy.model import exclusive_rate
 from gpufair.scheduler.policy.realise import realise
 from gpufair.scheduler.policy.simple import current_rates
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig
+from gpufair.scheduler.policy.warm import WarmStart
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +164,20 @@ def _levels(prog: SplitProgram, dem: _Demands, sub: np.ndarray, active: np.ndarr
     return res, up[comp]
 
 
+def _remembered_level(start: np.ndarray, names: list[str], comp_of: np.ndarray, n_comp: int,
+                      floor: np.ndarray, saved: dict[str, float]) -> np.ndarray:
+    """First guess at each component's optimal SD: the largest optimum its jobs
+    had last decision (components merge and split between decisions), where
+    that is above every job's floor (elapsed time only grows); `start` elsewhere.
+    Any guess gives the same optimum; a close one saves LP pivots."""
+    old = np.array([saved.get(n, -np.inf) for n in names])
+    guess = np.full(n_comp, -np.inf)
+    np.maximum.at(guess, comp_of, old)
+    top = np.full(n_comp, -np.inf)
+    np.maximum.at(top, comp_of, floor)
+    return np.where((guess > top)[comp_of], guess[comp_of], start)
+
+
 def _leftover(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray):
     """The last LP (total normalised speed above the floors); floors relaxed
     step by step if rounding noise made them infeasible (s = 0 always fits)."""
@@ -173,22 +190,30 @@ def _leftover(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray):
 
 
 def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], dem: _Demands,
-                   rounds: int, steps: np.ndarray, rank_x: list) -> None:
+                   rounds: int, steps: np.ndarray, rank_x: list, warm: WarmStart | None) -> None:
     """Lexicographic rounds plus the leftover LP for components that need it."""
     sub = np.array([j for g in groups for j in g], dtype=int)
     comp_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-    prog = SplitProgram(cluster, sub, comp_of)
+    prog = SplitProgram(cluster, sub, comp_of, warm)
     active = dem.wants[sub].copy()
     floors = np.zeros(len(sub))
     level = dem.start()[sub]
+    names = [cluster.jobs[j].job for j in sub]
     if dem.sd:  # one shared starting level per component
         top = np.full(prog.n_comp, -np.inf)
         np.maximum.at(top, comp_of, level)
         level = top[comp_of]
-    for _ in range(max(rounds, 1)):
+        if warm is not None and warm.levels:
+            level = _remembered_level(level, names, comp_of, prog.n_comp, dem.floor[sub],
+                                      warm.levels)
+    for r in range(max(rounds, 1)):
         if not active.any():
             break
         res, level = _levels(prog, dem, sub, active, level, floors)
+        if r == 0:  # the next decision's first solve is like this round's last
+            prog.remember("level")
+            if dem.sd and warm is not None:
+                warm.levels = dict(zip(names, level.tolist()))
         tight = active & (np.abs(res.demand_duals) > _TIGHT)
         none = np.bincount(comp_of, weights=tight, minlength=prog.n_comp) == 0
         tight |= active & none[comp_of]  # degenerate duals: freeze the whole component
@@ -196,17 +221,21 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
         active &= ~tight
     floors = np.where(active, dem.at(level, sub) * _SLACK, floors)
     res = _leftover(prog, floors, dem.batch[sub] / dem.excl[sub])
+    prog.remember("throughput")
     steps[sub] = res.steps
     for j, x in zip(sub, prog.rank_rates(res)):
         rank_x[j] = x
 
 
-def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd") -> LpSolution:
-    """Lexicographic max-min of the chosen objective (see the module docstring)."""
-    return _solve(cluster, rounds, objective)[0]
+def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd",
+                 warm: WarmStart | None = None) -> LpSolution:
+    """Lexicographic max-min of the chosen objective (see the module docstring);
+    `warm` carries the LP bases from the last call (`policy.warm`)."""
+    return _solve(cluster, rounds, objective, warm)[0]
 
 
-def _solve(cluster: ClusterState, rounds: int, objective: str) -> tuple[LpSolution, _Demands]:
+def _solve(cluster: ClusterState, rounds: int, objective: str, warm: WarmStart | None = None
+           ) -> tuple[LpSolution, _Demands]:
     if objective not in OBJECTIVES:
         raise InvalidArgument(f"unknown sd-maxmin objective {objective!r}; "
                               f"choose one of {', '.join(OBJECTIVES)}")
@@ -218,7 +247,7 @@ def _solve(cluster: ClusterState, rounds: int, objective: str) -> tuple[LpSoluti
     rank_b: list = [None] * n
     _trivial(cluster, comps, dem, steps, rank_b)
     if comps.general:
-        _solve_general(cluster, comps.general, dem, rounds, steps, per_rank)
+        _solve_general(cluster, comps.general, dem, rounds, steps, per_rank, warm)
     for j, job in enumerate(cluster.jobs):
         if per_rank[j] is None:
             b = rank_b[j] if rank_b[j] is not None else np.array(fixed_split(job), dtype=float)
@@ -267,11 +296,12 @@ class SdMaxMinPolicy:
 
     name = "sd-maxmin"
 
-    def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
+    def decide(self, cluster: ClusterState, config: PolicyConfig,
+               warm: WarmStart | None = None) -> dict[str, Decision]:
         """Solve once for the whole cluster and round each job's share."""
         if not cluster.jobs:
             return {}
-        sol, dem = _solve(cluster, config.waterfill_rounds, config.maxmin_objective)
+        sol, dem = _solve(cluster, config.waterfill_rounds, config.maxmin_objective, warm)
         rates, excl = current_rates(cluster), dem.excl
         sd_now, sd_lp = _slowdowns(cluster, excl, rates), _slowdowns(cluster, excl, sol.rates)
         goal = (f"no job's predicted SD need exceed {sol.max_sd:.2f}" if sol.objective == "sd"

@@ -8,6 +8,7 @@ from gpufair.scheduler.policy.feedback import SdFeedbackPolicy
 from gpufair.scheduler.policy.maxmin import SdMaxMinPolicy
 from gpufair.scheduler.policy.simple import BalancePolicy, EvenPolicy
 from gpufair.scheduler.policy.types import ClusterState, Decision, PolicyConfig, validate_job
+from gpufair.scheduler.policy.warm import WarmStart
 
 _POLICIES: tuple[type, ...] = (EvenPolicy, BalancePolicy, SdFeedbackPolicy, SdMaxMinPolicy)
 
@@ -25,9 +26,10 @@ def get_policy(name: str) -> Policy:
     raise InvalidArgument(f"unknown policy {name!r}; choose one of {', '.join(policy_names())}")
 
 
-def decide(cluster: ClusterState, policy: str, config: PolicyConfig | None = None
-           ) -> dict[str, Decision]:
-    """Validate the snapshot and run the named policy: one Decision per job."""
+def decide(cluster: ClusterState, policy: str, config: PolicyConfig | None = None,
+           warm: WarmStart | None = None) -> dict[str, Decision]:
+    """Validate the snapshot and run the named policy: one Decision per job.
+    A loop that decides again and again passes the same `warm` every time."""
     seen: set[str] = set()
     for job in cluster.jobs:
         if job.job in seen:
@@ -40,4 +42,4 @@ def decide(cluster: ClusterState, policy: str, config: PolicyConfig | None = Non
     if cfg.realise_evals < 0 or cfg.realise_work < 0:
         raise InvalidArgument(f"realise_evals and realise_work must be >= 0, got "
                               f"{cfg.realise_evals} and {cfg.realise_work}")
-    return get_policy(policy).decide(cluster, cfg)
+    return get_policy(policy).decide(cluster, cfg, warm)

@@ -9,6 +9,7 @@ from gpufair.scheduler.policy.base import finalize
 from gpufair.scheduler.policy.model import even_split, shared_rates, slowdown
 from gpufair.scheduler.policy.rounding import round_split
 from gpufair.scheduler.policy.types import ClusterState, Decision, JobState, PolicyConfig
+from gpufair.scheduler.policy.warm import WarmStart
 
 
 def current_rates(cluster: ClusterState) -> np.ndarray:
@@ -26,7 +27,8 @@ class EvenPolicy:
 
     name = "even"
 
-    def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
+    def decide(self, cluster: ClusterState, config: PolicyConfig,
+               warm: WarmStart | None = None) -> dict[str, Decision]:
         """Propose the even split for every job."""
         out = {}
         for job in cluster.jobs:
@@ -61,7 +63,8 @@ class BalancePolicy:
 
     name = "balance"
 
-    def decide(self, cluster: ClusterState, config: PolicyConfig) -> dict[str, Decision]:
+    def decide(self, cluster: ClusterState, config: PolicyConfig,
+               warm: WarmStart | None = None) -> dict[str, Decision]:
         """Balance every multi-GPU job against the shares it gets now."""
         predicted = shared_rates(cluster.jobs)
         rates = current_rates(cluster)

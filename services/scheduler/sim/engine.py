@@ -30,7 +30,7 @@ import numpy as np
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, Decision, JobState, PolicyConfig, RankState,
-                                      decide, even_split, get_policy, shared_rates)
+                                      WarmStart, decide, even_split, get_policy, shared_rates)
 from gpufair.scheduler.sim.colocation import Colocation, ModelCost
 from gpufair.scheduler.sim.placement import DEFAULT_PLACEMENT, check_placement, choose_gpus
 from gpufair.scheduler.sim.result import JobResult, SimResult
@@ -100,6 +100,7 @@ class Simulator:
         self._occ: list[list[str]] = [[] for _ in range(config.num_gpus)]
         self._running: dict[str, _Running] = {}
         self._queue: list[TraceJob] = []
+        self._warm = WarmStart()  # each decision starts from the last one's LP bases
 
     def _place(self, job: TraceJob, now: float) -> bool:
         gpus = choose_gpus(self._cfg.placement, [len(o) for o in self._occ], job.num_gpus,
@@ -139,7 +140,7 @@ class Simulator:
     def _apply_policy(self, now: float) -> float:
         started = time.perf_counter()
         cluster = ClusterState(tuple(self._states(now, noisy=True)))
-        decisions = decide(cluster, self._cfg.policy, self._cfg.policy_config)
+        decisions = decide(cluster, self._cfg.policy, self._cfg.policy_config, self._warm)
         spent = time.perf_counter() - started
         if self._observer is not None:
             self._observer(cluster, decisions)

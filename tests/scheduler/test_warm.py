@@ -1,0 +1,102 @@
+"""sd-maxmin's LP bases carried across decisions (`policy.warm`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from gpufair.scheduler.policy import (ClusterState, JobState, RankState, WarmStart, decide,
+                                      solve_maxmin)
+from gpufair.scheduler.policy.warm import KeyedBasis, restore
+
+from sched_strategies import clusters
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BASIC, LOWER = 1, 0
+
+
+def _cold(n_col: int, n_row: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full(n_col, LOWER), np.full(n_row, BASIC)  # the slack basis
+
+
+def test_restore_keeps_known_names_and_cold_statuses_for_new_ones():
+    saved = KeyedBasis({"a": BASIC, "b": LOWER}, {"r1": LOWER, "r2": BASIC})
+    col, row = restore(saved, ["b", "a", "new"], ["r2", "r1", "r3"], _cold(3, 3), BASIC, LOWER)
+    # a (basic) + r2 + r3 (cold: basic) = 3 basics for 3 rows: nothing to repair.
+    assert col.tolist() == [LOWER, BASIC, LOWER]
+    assert row.tolist() == [BASIC, LOWER, BASIC]
+
+
+def test_restore_demotes_unknown_columns_first_when_too_many_are_basic():
+    saved = KeyedBasis({"a": BASIC, "b": BASIC}, {"r1": LOWER})
+    cold = (np.array([BASIC, BASIC, BASIC]), np.array([BASIC, BASIC]))
+    col, row = restore(saved, ["new", "a", "b"], ["r1", "r2"], cold, BASIC, LOWER)
+    # 3 basic columns + r2 = 4 basics for 2 rows: the unknown column goes first.
+    assert (col == BASIC).sum() + (row == BASIC).sum() == 2
+    assert col[0] == LOWER and row.tolist() == [LOWER, BASIC]
+
+
+def test_restore_promotes_row_slacks_when_jobs_left():
+    # A departed job took its basic columns with it: too few basics remain.
+    saved = KeyedBasis({"gone": BASIC, "a": BASIC}, {"r1": LOWER, "r2": LOWER})
+    col, row = restore(saved, ["a"], ["r1", "r2"], _cold(1, 2), BASIC, LOWER)
+    assert (col == BASIC).sum() + (row == BASIC).sum() == 2
+    assert col.tolist() == [BASIC]
+
+
+@FAST
+@given(first=clusters(max_gpus=5, max_jobs=6), second=clusters(max_gpus=5, max_jobs=6))
+def test_a_warm_start_from_any_other_cluster_reaches_the_same_optimum(first, second):
+    # Both clusters name jobs j0.. and GPUs g0..: the second reuses names with
+    # other GPUs, rank counts, caps and pins, the worst case for name mapping.
+    warm = WarmStart()
+    solve_maxmin(first, warm=warm)
+    for objective in ("sd", "rate"):
+        hot = solve_maxmin(second, objective=objective, warm=warm)
+        cold = solve_maxmin(second, objective=objective)
+        assert hot.max_sd == pytest.approx(cold.max_sd, rel=1e-5)
+        assert hot.min_level == pytest.approx(cold.min_level, rel=1e-5, abs=1e-12)
+
+
+def _shared_cluster(cost_scale: float = 1.0) -> ClusterState:
+    """Six 2- and 3-GPU jobs criss-crossing four GPUs: one component, an LP to solve."""
+    layout = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 1, 2), (1, 2, 3)]
+    jobs = []
+    for j, gpus in enumerate(layout):
+        b = 64 * len(gpus)
+        ranks = tuple(RankState(f"g{g}", b // len(gpus), cost_scale * 1e-3 * (1 + (j + g) % 4),
+                                0.01 * (1 + j % 3)) for g in gpus)
+        jobs.append(JobState(f"j{j}", b, ranks, 1e4 * j, 1e5, 100.0 * (j + 1)))
+    return ClusterState(tuple(jobs))
+
+
+def test_an_unchanged_cluster_is_re_solved_without_throughput_pivots():
+    cluster, warm = _shared_cluster(), WarmStart()
+    first = decide(cluster, "sd-maxmin", None, warm)
+    assert warm.level is not None and warm.pivots["throughput"] > 0
+    again = decide(cluster, "sd-maxmin", None, warm)
+    # The saved optimal basis is optimal again: no pivot in the last LP.
+    assert warm.pivots["throughput"] == 0
+    assert {j: d.split for j, d in again.items()} == {j: d.split for j, d in first.items()}
+
+
+def test_other_policies_accept_and_ignore_a_warm_start():
+    cluster, warm = _shared_cluster(), WarmStart()
+    for policy in ("even", "balance", "sd-feedback"):
+        assert decide(cluster, policy, None, warm) == decide(cluster, policy)
+    assert warm.level is None
+
+
+def test_a_drifted_cluster_decides_the_same_level_warm_as_cold():
+    warm = WarmStart()
+    decide(_shared_cluster(), "sd-maxmin", None, warm)
+    later = _shared_cluster(cost_scale=1.1)
+    later = dataclasses.replace(later, jobs=later.jobs[1:])  # j0 finished
+    hot = decide(later, "sd-maxmin", None, warm)
+    cold = decide(later, "sd-maxmin")
+    assert set(hot) == {j.job for j in later.jobs}
+    assert hot["j1"].numbers["lp_max_sd"] == pytest.approx(cold["j1"].numbers["lp_max_sd"],
+                                                           rel=1e-6)
