@@ -228,6 +228,7 @@ def run_timing(args) -> None:
     timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
     print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} "
           + " ".join(f"{label:>15}" for label, _, _ in timed) + f" {'sd-maxmin warm':>15}"
+          + "  LP pivots level/throughput, cold->warm (last repeat)"
           + f"   (ms per decision, best of {args.repeat}, one process)")
     # The last row: every job 8 GPUs wide, ~2 jobs per GPU at 4,096 GPUs.
     sizes = [(30, 128, (1, 8)), (250, 1024, (1, 8)), (1000, 4096, (1, 8)), (1000, 2048, (1, 8)),
@@ -248,12 +249,15 @@ def run_timing(args) -> None:
             warm = WarmStart()
             later = next_period(cluster, decide(cluster, "sd-maxmin", None, warm), n_gpus,
                                 seed=rep, widths=widths)
+            cold = dict(warm.pivots)
             t0 = time.perf_counter()
             decide(later, "sd-maxmin", None, warm)
             best = min(best, time.perf_counter() - t0)
         cells.append(f"{1000 * best:>15.1f}")
         ranks = sum(len(j.ranks) for j in cluster.jobs)
-        print(f"{n_jobs:>5} {n_gpus:>5} {ranks:>6} " + " ".join(cells))
+        pivots = "/".join(f"{cold.get(k, 0)}->{warm.pivots.get(k, 0)}"
+                          for k in ("level", "throughput"))
+        print(f"{n_jobs:>5} {n_gpus:>5} {ranks:>6} " + " ".join(cells) + f"  {pivots}")
         sys.stdout.flush()
 
 

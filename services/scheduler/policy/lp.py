@@ -32,7 +32,7 @@ already meets every batch row (`_share_basis`), not from the slack basis.
 Across decisions, a loop that passes a `WarmStart` (the service leader, the
 simulator) starts both instances from the previous decision's bases, mapped
 by job, rank and GPU name (`warm`): 1000 jobs 8 GPUs wide on 4,096 GPUs one
-period later, 5,500 -> ~290 throughput pivots. Warm starts and pivoting
+period later, 5,494 -> 327 throughput pivots. Warm starts and pivoting
 rules change the path, not the answer: every solve is an exact optimum of
 its LP.
 """
@@ -267,9 +267,9 @@ def _load(mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray, col_up: np
 def _run(h: highspy._Highs) -> int:
     """Solve from the last basis. If that ends without an answer (the tuned
     primal simplex can stall in phase 1 from a primal-infeasible warm basis:
-    twice in the scheduler benchmark's simulations), go on from where it stopped with
-    HiGHS's default simplex, then once more from scratch. FailedPrecondition
-    if the LP has no optimum. Returns the simplex pivots it took."""
+    2 solves in the scheduler benchmark's simulations), go on from where it
+    stopped with HiGHS's default simplex, then once more from scratch.
+    FailedPrecondition if the LP has no optimum. Returns the pivots taken."""
     h.run()
     pivots = h.getInfo().simplex_iteration_count
     status = h.getModelStatus()
