@@ -23,9 +23,22 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 
 def _program(cluster: ClusterState) -> SplitProgram:
-    # Every job in one list; each job its own "component" is fine: levels are per component.
+    # One level per set of jobs linked by shared GPUs, as sd-maxmin builds it:
+    # only then is every level's optimum unique (each is scaled on its own).
     n = len(cluster.jobs)
-    return SplitProgram(cluster, range(n), range(n))
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    first_on: dict[str, int] = {}
+    for j, job in enumerate(cluster.jobs):
+        for rank in job.ranks:
+            parent[root(j)] = root(first_on.setdefault(rank.gpu, j))
+    ids = {r: i for i, r in enumerate(dict.fromkeys(root(j) for j in range(n)))}
+    return SplitProgram(cluster, range(n), [ids[root(j)] for j in range(n)])
 
 
 @FAST

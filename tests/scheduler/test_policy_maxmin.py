@@ -201,3 +201,37 @@ def test_time_slicing_model_shares_and_redistributes():
     out = shared_rates(held)
     assert out.rates[1] == pytest.approx(75, rel=1e-4)
     assert out.gpu_busy["g0"] == pytest.approx(1.0, rel=1e-5)
+
+
+def test_a_job_planned_at_millionths_of_a_step_per_second_gets_its_planned_sd():
+    # j2's profile says 1 sample/s alone; at the optimum it runs ~4e-6 steps/s,
+    # under HiGHS's 1e-7 absolute bound tolerance by only 40x: unlifted, the
+    # returned rate sat 2.5 % under its floor and the reported max SD was
+    # 12436 where 12134 is reachable.
+    r = RankState
+    cluster = ClusterState((
+        JobState("j0", 2, (r("g0", 1, 0.0625), r("g1", 1, 0.0625)), 0.0, 100001.0),
+        JobState("j1", 1, (r("g1", 1, 0.03125),), 0.0, 100001.0, 9692.0, None, 94671.0),
+        JobState("j2", 18, (r("g1", 9, 0.015625), r("g0", 9, 0.09375)), 10319.0, 100001.0,
+                 0.0, None, 1.0),
+        JobState("j3", 1, (r("g0", 1, 0.0625),), 0.0, 100001.0, 0.0, None, 1.0)))
+    assert solve_maxmin(cluster).max_sd <= brute_force_sd(cluster) * (1 + 1e-5)
+
+
+def test_a_nearly_finished_job_left_alone_in_the_last_round_is_solved():
+    # j1 has 2 of 100,001 samples left: in the second water-filling round it is
+    # the only active job, with a demand of ~7e-8 steps/s per unit of level.
+    # Unscaled, HiGHS ended that LP "Unknown" even from scratch and the whole
+    # decision failed.
+    r = RankState
+    cluster = ClusterState((
+        JobState("j0", 4, (r("g0", 2, 0.0626), r("g1", 2, 0.0334)), 0.0, 100001.0),
+        JobState("j1", 1, (r("g0", 1, 0.0870, 0.0465),), 99999.0, 100001.0),
+        JobState("j2", 62, (r("g0", 31, 0.0720), r("g1", 31, 0.0764)), 0.0, 100001.0,
+                 2103.79, None, 34696.5),
+        JobState("j3", 203, (r("g0", 102, 0.0165), r("g1", 101, 0.0631)), 0.0, 100001.0),
+        JobState("j4", 1, (r("g1", 1, 0.0001, 0.0283),), 0.0, 100001.0),
+        JobState("j5", 1, (r("g0", 1, 0.0001, 0.0271),), 0.0, 100001.0)))
+    sol = solve_maxmin(cluster)
+    assert sol.max_sd <= sd_level(cluster, [j.split for j in cluster.jobs]) * (1 + 1e-5)
+    assert set(decide(cluster, "sd-maxmin")) == {j.job for j in cluster.jobs}

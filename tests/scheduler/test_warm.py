@@ -54,11 +54,13 @@ def test_a_warm_start_from_any_other_cluster_reaches_the_same_optimum(first, sec
     # other GPUs, rank counts, caps and pins, the worst case for name mapping.
     warm = WarmStart()
     solve_maxmin(first, warm=warm)
-    for objective in ("sd", "rate"):
-        hot = solve_maxmin(second, objective=objective, warm=warm)
-        cold = solve_maxmin(second, objective=objective)
-        assert hot.max_sd == pytest.approx(cold.max_sd, rel=1e-5)
-        assert hot.min_level == pytest.approx(cold.min_level, rel=1e-5, abs=1e-12)
+    # Each objective's optimum is unique; the other number depends on which of
+    # several optimal plans the solver returns.
+    hot = solve_maxmin(second, objective="sd", warm=warm)
+    assert hot.max_sd == pytest.approx(solve_maxmin(second, objective="sd").max_sd, rel=1e-5)
+    hot = solve_maxmin(second, objective="rate", warm=warm)
+    assert hot.min_level == pytest.approx(solve_maxmin(second, objective="rate").min_level,
+                                          rel=1e-5, abs=1e-12)
 
 
 def _shared_cluster(cost_scale: float = 1.0) -> ClusterState:

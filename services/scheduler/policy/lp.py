@@ -354,6 +354,13 @@ class SplitProgram:
             return self._max_throughput(np.asarray(floors, dtype=float), throughput)
         h, n = self._highs, len(self.jobs)
         delta = np.where(delta > 0, delta, 0.0)
+        # HiGHS holds each component's level in units that make its largest
+        # demand coefficient 1. Unscaled, a component whose only active job
+        # is nearly done (demand ~1e-8 steps/s, level ~1e8) ends "Unknown".
+        scale = np.zeros(self.n_comp)
+        np.maximum.at(scale, self.comp_of, delta)
+        scale[scale == 0] = 1.0
+        delta = delta / scale[self.comp_of]
         cost = np.zeros(self.n_var)
         # lam <= s_max / delta of every active job: implied, and it keeps
         # the column boxed (see _implied_row_floor).
@@ -374,8 +381,10 @@ class SplitProgram:
         sol = h.getSolution()
         x = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
-        return LpResult(x[self.s_idx], x[:self.lam0 - n], x[self.lam0:],
-                        np.where(delta > 0, duals, 0.0))
+        # Back to the caller's units: lam = lam' / scale, and the objective
+        # sum lam' weighs each component by its scale, so the duals too.
+        return LpResult(x[self.s_idx], x[:self.lam0 - n], x[self.lam0:] / scale,
+                        np.where(delta > 0, duals / scale[self.comp_of], 0.0))
 
     def _level_basis(self) -> tuple[np.ndarray, np.ndarray]:
         """The level LP's last basis cut down to the throughput LP (1000 jobs,

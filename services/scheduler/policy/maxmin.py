@@ -222,9 +222,18 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
     floors = np.where(active, dem.at(level, sub) * _SLACK, floors)
     res = _leftover(prog, floors, dem.batch[sub] / dem.excl[sub])
     prog.remember("throughput")
-    steps[sub] = res.steps
-    for j, x in zip(sub, prog.rank_rates(res)):
-        rank_x[j] = x
+    # HiGHS meets bounds to 1e-7 absolute: a job planned at a few 1e-6 steps/s
+    # may come back percents under its floor (or at 0), which would misstate
+    # its SD. Lift such jobs to their floors, keeping their ranks' proportions.
+    lifted = np.maximum(res.steps, floors)
+    steps[sub] = lifted
+    for i, (j, x) in enumerate(zip(sub, prog.rank_rates(res))):
+        if lifted[i] == res.steps[i]:
+            rank_x[j] = x
+        elif res.steps[i] > 0:
+            rank_x[j] = x * (lifted[i] / res.steps[i])
+        else:
+            rank_x[j] = np.full(len(x), lifted[i] * dem.batch[j] / len(x))
 
 
 def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd",
