@@ -244,7 +244,7 @@ def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd",
 
 
 def _solve(cluster: ClusterState, rounds: int, objective: str, warm: WarmStart | None = None
-           ) -> tuple[LpSolution, _Demands]:
+           ) -> tuple[LpSolution, _Demands, Components]:
     if objective not in OBJECTIVES:
         raise InvalidArgument(f"unknown sd-maxmin objective {objective!r}; "
                               f"choose one of {', '.join(OBJECTIVES)}")
@@ -264,7 +264,7 @@ def _solve(cluster: ClusterState, rounds: int, objective: str, warm: WarmStart |
     rates = steps * dem.batch
     sds = _slowdowns(cluster, dem.excl, rates)[dem.wants]
     return LpSolution(rates, tuple(per_rank), float(np.min(rates / dem.excl)) if n else 0.0,
-                      float(sds.max()) if len(sds) else 1.0, objective), dem
+                      float(sds.max()) if len(sds) else 1.0, objective), dem, comps
 
 
 def _slowdowns(cluster: ClusterState, excl: np.ndarray, rates: np.ndarray) -> np.ndarray:
@@ -276,14 +276,15 @@ def _slowdowns(cluster: ClusterState, excl: np.ndarray, rates: np.ndarray) -> np
         return np.where(rates > 0, (elapsed + rem / rates) / (total / excl), np.inf)
 
 
-def _realise(cluster: ClusterState, splits: dict[int, tuple[int, ...]], lp_bad: np.ndarray,
-             config: PolicyConfig) -> dict[int, tuple[tuple[int, ...], float]]:
+def _realise(cluster: ClusterState, general: tuple[tuple[int, ...], ...], excl: np.ndarray,
+             splits: dict[int, tuple[int, ...]], lp_bad: np.ndarray, config: PolicyConfig
+             ) -> dict[int, tuple[tuple[int, ...], float]]:
     """Per component with a re-splittable job, worst LP bound first, while the
     decision's work budget lasts: the splits `realise` picks under time-slicing
     and each job's predicted badness there (job -> (split, badness)). Components
     the budget does not reach keep the rounded LP plan."""
     out = {}
-    comps = sorted(find_components(cluster).general, key=lambda c: -float(lp_bad[list(c)].max()))
+    comps = sorted(general, key=lambda c: -float(lp_bad[list(c)].max()))
     work = config.realise_work
     for comp in comps:
         jobs = [cluster.jobs[j] for j in comp]
@@ -293,7 +294,7 @@ def _realise(cluster: ClusterState, splits: dict[int, tuple[int, ...]], lp_bad: 
             continue
         got = realise(jobs, [splits.get(j, cluster.jobs[j].split) for j in comp],
                       config.maxmin_objective, config.min_change, evals,
-                      float(lp_bad[list(comp)].max()))
+                      float(lp_bad[list(comp)].max()), excl[list(comp)])
         work -= got.evaluations * unit
         for j, split, bad in zip(comp, got.splits, got.badness):
             out[j] = (split, float(bad))
@@ -310,7 +311,7 @@ class SdMaxMinPolicy:
         """Solve once for the whole cluster and round each job's share."""
         if not cluster.jobs:
             return {}
-        sol, dem = _solve(cluster, config.waterfill_rounds, config.maxmin_objective, warm)
+        sol, dem, comps = _solve(cluster, config.waterfill_rounds, config.maxmin_objective, warm)
         rates, excl = current_rates(cluster), dem.excl
         sd_now, sd_lp = _slowdowns(cluster, excl, rates), _slowdowns(cluster, excl, sol.rates)
         goal = (f"no job's predicted SD need exceed {sol.max_sd:.2f}" if sol.objective == "sd"
@@ -319,7 +320,8 @@ class SdMaxMinPolicy:
         splits = dict(zip(resplit, cost_splits([cluster.jobs[j] for j in resplit],
                                                [sol.rank_rates[j] for j in resplit])))
         lp_bad = sd_lp if sol.objective == "sd" else excl / np.maximum(sol.rates, 1e-300)
-        realised = _realise(cluster, splits, lp_bad, config) if config.realise_evals else {}
+        realised = _realise(cluster, comps.general, excl, splits, lp_bad, config) \
+            if config.realise_evals else {}
         out = {}
         for j, job in enumerate(cluster.jobs):
             lp_rate = float(sol.rates[j])

@@ -117,12 +117,15 @@ def _moves(jobs: Sequence[JobState], cur: list[Split], sr: SharedRates, target: 
 
 
 def realise(jobs: Sequence[JobState], proposed: Sequence[Split], objective: str,
-            min_change: float, evaluations: int, bound: float = 0.0) -> Realised:
+            min_change: float, evaluations: int, bound: float = 0.0,
+            excl: np.ndarray | None = None) -> Realised:
     """Best splits found for one component (see the module docstring).
 
     `bound` is the LP's optimum of the component's worst badness: a start
-    that reaches it is returned without searching."""
-    excl = np.array([exclusive_rate(j) for j in jobs])
+    that reaches it is returned without searching. `excl`: the jobs'
+    exclusive rates, if the caller has them."""
+    if excl is None:
+        excl = np.array([exclusive_rate(j) for j in jobs])
     cur = [_snap(j, tuple(p), min_change) for j, p in zip(jobs, proposed)]
     best, sr = badness(jobs, cur, objective, excl)
     used = 1
