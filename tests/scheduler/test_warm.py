@@ -102,3 +102,30 @@ def test_a_drifted_cluster_decides_the_same_level_warm_as_cold():
     assert set(hot) == {j.job for j in later.jobs}
     assert hot["j1"].numbers["lp_max_sd"] == pytest.approx(cold["j1"].numbers["lp_max_sd"],
                                                            rel=1e-6)
+
+
+def test_a_zero_level_from_a_warm_basis_is_solved_again_cold():
+    # Found by a random search: from this saved basis (another cluster's, whose
+    # jobs reused these names) the level LP of a component whose demands span
+    # 1e12 (j0 has 1 sample left, j6 lost hours) came back "optimal" at level
+    # 0, and the SD search diverged to a job at rate 0 (max SD inf).
+    r = RankState
+    cluster = ClusterState(
+        (JobState("j0", 18, (r("g0", 9, 0.0625), r("g1", 9, 0.0625)), 100000.0, 100001.0,
+                  0.0, None, 1.0),)
+        + tuple(JobState(f"j{j}", 1, (r("g0", 1, 0.0625),), 0.0, 100001.0) for j in range(1, 6))
+        + (JobState("j6", 94, (r("g1", 94, 0.09375),), 0.0, 100001.0, 7526.0, None, 42260.0),))
+    y = {("j1", 0, "g0"): 0, ("j1", 1, "g1"): 0, ("j1", 2, "g2"): 1, ("j2", 0, "g0"): 1,
+         ("j2", 1, "g1"): 0, ("j3", 0, "g0"): 1, ("j3", 1, "g1"): 0, ("j3", 2, "g2"): 0,
+         ("j4", 0, "g0"): 1, ("j4", 1, "g1"): 0, ("j4", 2, "g2"): 0, ("j5", 0, "g0"): 0,
+         ("j5", 1, "g2"): 1, ("j5", 2, "g3"): 0, ("j6", 0, "g0"): 0, ("j6", 1, "g2"): 1,
+         ("j6", 2, "g3"): 0}
+    cols = {("y", *k): v for k, v in y.items()}
+    cols.update({("s", f"j{j}"): BASIC for j in range(7)})
+    cols[("lam", "j0")] = BASIC
+    rows = {("gpu", "g0"): 1, ("gpu", "g1"): 2, ("gpu", "g2"): 1, ("gpu", "g3"): 1}
+    rows.update({("batch", f"j{j}"): LOWER for j in range(1, 7)})
+    rows.update({("demand", f"j{j}"): 2 for j in range(7)})
+    warm = WarmStart(level=KeyedBasis(cols, rows), levels={f"j{j}": 68.42 for j in range(7)})
+    hot = solve_maxmin(cluster, warm=warm)
+    assert hot.max_sd == pytest.approx(solve_maxmin(cluster).max_sd, rel=1e-5)

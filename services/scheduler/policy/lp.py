@@ -255,13 +255,18 @@ def _load(mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray, col_up: np
     status = h.passModel(lp)
     if status == highspy.HighsStatus.kError:
         raise FailedPrecondition("sd-maxmin: HiGHS rejected the split LP")
+    _set_basis(h, basis)
+    return h
+
+
+def _set_basis(h: highspy._Highs, basis: tuple[np.ndarray, np.ndarray]) -> None:
+    """Make `basis` (column, row status codes) the next solve's start."""
     start = highspy.HighsBasis()
     start.col_status = [_STATUS[c] for c in basis[0]]
     start.row_status = [_STATUS[c] for c in basis[1]]
     start.valid = True
     if h.setBasis(start) == highspy.HighsStatus.kError:  # then HiGHS starts from slacks
         logger.warning("sd-maxmin: HiGHS rejected the starting basis")
-    return h
 
 
 def _run(h: highspy._Highs) -> int:
@@ -354,12 +359,16 @@ class SplitProgram:
             return self._max_throughput(np.asarray(floors, dtype=float), throughput)
         h, n = self._highs, len(self.jobs)
         delta = np.where(delta > 0, delta, 0.0)
-        # HiGHS holds each component's level in units that make its largest
-        # demand coefficient 1. Unscaled, a component whose only active job
-        # is nearly done (demand ~1e-8 steps/s, level ~1e8) ends "Unknown".
-        scale = np.zeros(self.n_comp)
-        np.maximum.at(scale, self.comp_of, delta)
-        scale[scale == 0] = 1.0
+        # HiGHS holds each component's level in units that centre its demand
+        # coefficients on 1 (geometric mean of the smallest and largest).
+        # Unscaled, a component whose only active job is nearly done (demand
+        # ~1e-8 steps/s, level ~1e8) ends "Unknown"; scaled by the largest
+        # alone, a 1e9 spread pushes the smallest under HiGHS's
+        # small_matrix_value and that job's demand silently disappears.
+        top, low = np.zeros(self.n_comp), np.full(self.n_comp, np.inf)
+        np.maximum.at(top, self.comp_of, delta)
+        np.minimum.at(low, self.comp_of, np.where(delta > 0, delta, np.inf))
+        scale = np.where(top > 0, np.sqrt(top * np.where(np.isfinite(low), low, top)), 1.0)
         delta = delta / scale[self.comp_of]
         cost = np.zeros(self.n_var)
         # lam <= s_max / delta of every active job: implied, and it keeps
@@ -379,6 +388,14 @@ class SplitProgram:
                            np.zeros(self.n_comp), lam_up)
         self.pivots["level"] += _run(h)
         sol = h.getSolution()
+        if np.any(lam_up[np.asarray(sol.col_value)[self.lam0:] <= 0] > 0):
+            # A component with an active job always has some level > 0 left.
+            # Zero is a numerical failure (seen from a warm basis when one
+            # component's demands span 1e12): solve again from the cold start.
+            logger.debug("sd-maxmin: level LP returned a zero level; solving from the cold basis")
+            _set_basis(h, self._basis)
+            self.pivots["level"] += _run(h)
+            sol = h.getSolution()
         x = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
         # Back to the caller's units: lam = lam' / scale, and the objective
