@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import math
+import os
 
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, RankState, even_split,
                                       exclusive_rate)
+
+
+# The randomised LP checks (warm vs cold, optimum vs splits in force) run this
+# many examples; the stress that found the numerical bugs of 2026-11-30 was
+# GPUFAIR_STRESS_EXAMPLES=2000 .venv/bin/python -m pytest tests/scheduler -k stress
+STRESS_EXAMPLES = int(os.environ.get("GPUFAIR_STRESS_EXAMPLES", "40"))
 
 
 @st.composite

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
                                       exclusive_rate, shared_rates, solve_maxmin)
 
-from sched_strategies import clusters, rate_level
+from sched_strategies import STRESS_EXAMPLES, clusters, rate_level
 
 # The LP's plan, rounded: what the brute force below measures (GPU time shared as
 # planned). Realising it under time-slicing is pinned in test_realise.py.
@@ -254,9 +254,10 @@ def test_demands_a_billion_apart_in_one_component_all_count():
     assert solve_maxmin(cluster).max_sd <= current * (1 + 1e-5)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=STRESS_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(max_gpus=8, max_jobs=12))
-def test_sd_optimum_never_exceeds_what_the_current_splits_reach(cluster):
+def test_stress_sd_optimum_never_exceeds_what_the_splits_in_force_reach(cluster):
     # Bigger, wilder clusters than the brute-force tests can afford (profiles
     # far off the measured costs, jobs a sample from done): the LP's optimum
     # bounds every split, so it can be no worse than the splits in force

@@ -7,14 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, RankState, WarmStart, decide,
                                       solve_maxmin)
 from gpufair.scheduler.policy.warm import KeyedBasis, restore
 
-from sched_strategies import clusters
+from sched_strategies import STRESS_EXAMPLES, clusters
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BASIC, LOWER = 1, 0
 
 
@@ -47,20 +47,24 @@ def test_restore_promotes_row_slacks_when_jobs_left():
     assert col.tolist() == [BASIC]
 
 
-@FAST
-@given(first=clusters(max_gpus=5, max_jobs=6), second=clusters(max_gpus=5, max_jobs=6))
-def test_a_warm_start_from_any_other_cluster_reaches_the_same_optimum(first, second):
-    # Both clusters name jobs j0.. and GPUs g0..: the second reuses names with
-    # other GPUs, rank counts, caps and pins, the worst case for name mapping.
+@settings(max_examples=STRESS_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(chain=st.lists(clusters(max_gpus=6, max_jobs=8), min_size=2, max_size=3))
+def test_stress_a_warm_start_from_other_clusters_reaches_the_same_optimum(chain):
+    # Every cluster names jobs j0.. and GPUs g0..: each reuses the last one's
+    # names with other GPUs, rank counts, caps and pins, the worst case for
+    # name mapping. Each objective's optimum is unique; the other number
+    # depends on which of several optimal plans the solver returns.
     warm = WarmStart()
-    solve_maxmin(first, warm=warm)
-    # Each objective's optimum is unique; the other number depends on which of
-    # several optimal plans the solver returns.
-    hot = solve_maxmin(second, objective="sd", warm=warm)
-    assert hot.max_sd == pytest.approx(solve_maxmin(second, objective="sd").max_sd, rel=1e-5)
-    hot = solve_maxmin(second, objective="rate", warm=warm)
-    assert hot.min_level == pytest.approx(solve_maxmin(second, objective="rate").min_level,
-                                          rel=1e-5, abs=1e-12)
+    decide(chain[0], "sd-maxmin", None, warm)
+    for cluster in chain[1:]:
+        hot = solve_maxmin(cluster, objective="sd", warm=warm)
+        assert hot.max_sd == pytest.approx(solve_maxmin(cluster, objective="sd").max_sd,
+                                           rel=1e-5)
+        hot = solve_maxmin(cluster, objective="rate", warm=warm)
+        assert hot.min_level == pytest.approx(solve_maxmin(cluster, objective="rate").min_level,
+                                              rel=1e-5, abs=1e-12)
+        decide(cluster, "sd-maxmin", None, warm)
 
 
 def _shared_cluster(cost_scale: float = 1.0) -> ClusterState:
