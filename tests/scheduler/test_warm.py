@@ -54,16 +54,19 @@ def test_stress_a_warm_start_from_other_clusters_reaches_the_same_optimum(chain)
     # Every cluster names jobs j0.. and GPUs g0..: each reuses the last one's
     # names with other GPUs, rank counts, caps and pins, the worst case for
     # name mapping. Each objective's optimum is unique; the other number
-    # depends on which of several optimal plans the solver returns.
+    # depends on which of several optimal plans the solver returns. 1e-3:
+    # on such clusters (demands 1e9 apart, profiles far off the costs) the
+    # SD search's dual bound and the floors' 1e-4 relaxation leave warm and
+    # cold up to ~3e-4 apart, either one the higher (stress, 4,000 chains).
     warm = WarmStart()
     decide(chain[0], "sd-maxmin", None, warm)
     for cluster in chain[1:]:
         hot = solve_maxmin(cluster, objective="sd", warm=warm)
         assert hot.max_sd == pytest.approx(solve_maxmin(cluster, objective="sd").max_sd,
-                                           rel=1e-5)
+                                           rel=1e-3)
         hot = solve_maxmin(cluster, objective="rate", warm=warm)
         assert hot.min_level == pytest.approx(solve_maxmin(cluster, objective="rate").min_level,
-                                              rel=1e-5, abs=1e-12)
+                                              rel=1e-3, abs=1e-12)
         decide(cluster, "sd-maxmin", None, warm)
 
 
@@ -133,3 +136,31 @@ def test_a_zero_level_from_a_warm_basis_is_solved_again_cold():
     warm = WarmStart(level=KeyedBasis(cols, rows), levels={f"j{j}": 68.42 for j in range(7)})
     hot = solve_maxmin(cluster, warm=warm)
     assert hot.max_sd == pytest.approx(solve_maxmin(cluster).max_sd, rel=1e-5)
+
+
+def test_warm_and_cold_agree_when_one_demand_is_tiny():
+    # Found by the stress: j7 has 40 samples left, so its demand is orders of
+    # magnitude under the others'. With every component's level centred on
+    # the geometric mean of its demands, the duals lost accuracy and the warm
+    # SD search stopped 4e-5 above the cold one (547.058 vs 547.036).
+    r = RankState
+    before = ClusterState((
+        JobState("j0", 4, (r("g1", 2, 0.0625), r("g0", 1, 0.0625), r("g2", 1, 0.0625)),
+                 0.0, 100001.0),
+        JobState("j1", 2, (r("g0", 1, 0.0625), r("g2", 1, 0.0625)), 0.0, 100001.0),
+        JobState("j2", 2, (r("g3", 1, 0.0625), r("g1", 1, 0.0625)), 0.0, 100001.0)))
+    after = ClusterState((
+        JobState("j0", 258, (r("g1", 129, 0.001), r("g0", 129, 0.07062836951314477)), 0.0,
+                 100001.0),
+        JobState("j1", 1, (r("g0", 1, 0.0625),), 0.0, 100001.0),
+        JobState("j2", 2, (r("g0", 1, 0.0625), r("g1", 1, 0.0625)), 0.0, 100001.0,
+                 pinned=(1, 1)),
+        JobState("j3", 88, (r("g0", 44, 0.00390625), r("g1", 44, 0.0625)), 0.0, 100001.0),
+        JobState("j4", 17, (r("g1", 17, 0.099609375),), 0.0, 100001.0, 0.0, None, 5468.0),
+        JobState("j5", 1, (r("g1", 1, 0.0625),), 0.0, 100001.0),
+        JobState("j6", 1, (r("g0", 1, 0.0625),), 0.0, 100001.0),
+        JobState("j7", 1, (r("g0", 1, 0.0625),), 99961.0, 100001.0, 0.0, None, 1.0)))
+    warm = WarmStart()
+    decide(before, "sd-maxmin", None, warm)
+    hot = solve_maxmin(after, warm=warm)
+    assert hot.max_sd == pytest.approx(solve_maxmin(after).max_sd, rel=1e-6)

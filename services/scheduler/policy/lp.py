@@ -359,16 +359,16 @@ class SplitProgram:
             return self._max_throughput(np.asarray(floors, dtype=float), throughput)
         h, n = self._highs, len(self.jobs)
         delta = np.where(delta > 0, delta, 0.0)
-        # HiGHS holds each component's level in units that centre its demand
-        # coefficients on 1 (geometric mean of the smallest and largest).
-        # Unscaled, a component whose only active job is nearly done (demand
-        # ~1e-8 steps/s, level ~1e8) ends "Unknown"; scaled by the largest
-        # alone, a 1e9 spread pushes the smallest under HiGHS's
-        # small_matrix_value and that job's demand silently disappears.
-        top, low = np.zeros(self.n_comp), np.full(self.n_comp, np.inf)
-        np.maximum.at(top, self.comp_of, delta)
-        np.minimum.at(low, self.comp_of, np.where(delta > 0, delta, np.inf))
-        scale = np.where(top > 0, np.sqrt(top * np.where(np.isfinite(low), low, top)), 1.0)
+        # A component whose demands are all small (its only active job nearly
+        # done: ~1e-8 steps/s per unit of level, levels ~1e8) ends "Unknown"
+        # in HiGHS: hold its level in units that make its largest demand 1.
+        # Components with a demand >= 1 stay unscaled. Centring on the mean
+        # instead cost dual accuracy (SD search 4e-5 high), and scaling every
+        # component by its largest pushed demands 1e9 smaller under HiGHS's
+        # 1e-9 small_matrix_value, silently dropping them.
+        scale = np.zeros(self.n_comp)
+        np.maximum.at(scale, self.comp_of, delta)
+        scale = np.where((scale > 0) & (scale < 1), scale, 1.0)
         delta = delta / scale[self.comp_of]
         cost = np.zeros(self.n_var)
         # lam <= s_max / delta of every active job: implied, and it keeps
