@@ -362,8 +362,8 @@ class SplitProgram:
         # A component whose demands are all small (its only active job nearly
         # done: ~1e-8 steps/s per unit of level, levels ~1e8) ends "Unknown"
         # in HiGHS: hold its level in units that make its largest demand 1.
-        # Components with a demand >= 1 stay unscaled. Centring on the mean
-        # instead cost dual accuracy (SD search 4e-5 high), and scaling every
+        # Components with a demand >= 1 stay unscaled. The geometric mean
+        # as the unit cost dual accuracy (SD search 4e-5 high), and scaling every
         # component by its largest pushed demands 1e9 smaller under HiGHS's
         # 1e-9 small_matrix_value, silently dropping them.
         scale = np.zeros(self.n_comp)
