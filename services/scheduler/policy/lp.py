@@ -448,7 +448,7 @@ class SplitProgram:
         program starts from it."""
         if self._warm is None:
             return
-        self._warm.pivots[which] = self.pivots[which]
+        self._warm.pivots = dict(self.pivots)  # the last call, at the decision's end, has all
         h = self._highs if which == "level" else self._throughput
         if h is None:
             return

@@ -251,6 +251,8 @@ def _solve(cluster: ClusterState, rounds: int, objective: str, warm: WarmStart |
     n = len(cluster.jobs)
     dem = _Demands(cluster, objective)
     comps = find_components(cluster)
+    if warm is not None:
+        warm.pivots = {}  # a decision without an LP takes none
     steps = np.zeros(n)
     per_rank: list = [None] * n
     rank_b: list = [None] * n
