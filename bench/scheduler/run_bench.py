@@ -170,12 +170,25 @@ def run_decisions(args) -> None:
                 sys.stdout.flush()
 
 
+def _pick_gpus(n: int, load: list[int], rng: random.Random, node: int | None) -> list[int]:
+    """The `n` least-loaded GPUs of the cluster (`node` None: a job may span
+    any GPUs, so the job-GPU graph is a random expander), or of the
+    least-loaded node of `node` GPUs (a job stays inside one node, as
+    data-parallel jobs of up to a node's width are placed for NVLink)."""
+    pool = range(len(load))
+    if node is not None:
+        first = min(range(0, len(load), node),
+                    key=lambda f: (sum(sorted(load[f:f + node])[:n]), rng.random()))
+        pool = range(first, first + node)
+    return sorted(pool, key=lambda g: (load[g], rng.random()))[:n]
+
+
 def _new_job(name: str, n_gpus: int, load: list[int], rng: random.Random,
-             widths: tuple[int, int]) -> JobState:
-    """A job of widths[0]-widths[1] GPUs on the least-loaded GPUs (updates
+             widths: tuple[int, int], node: int | None = None) -> JobState:
+    """A job of widths[0]-widths[1] GPUs placed by `_pick_gpus` (updates
     `load`), random costs and progress, measured rates."""
     n = rng.randint(*widths)
-    gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
+    gpus = _pick_gpus(n, load, rng, node)
     for g in gpus:
         load[g] += 1
     big_b = 32 * n * rng.choice([1, 2, 4])
@@ -185,17 +198,17 @@ def _new_job(name: str, n_gpus: int, load: list[int], rng: random.Random,
                     rng.uniform(10, 1000), None)
 
 
-def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int, widths: tuple[int, int] = (1, 8)
-                      ) -> ClusterState:
+def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int, widths: tuple[int, int] = (1, 8),
+                      node: int | None = None) -> ClusterState:
     """`n_jobs` jobs from `_new_job`, placed one after another."""
     rng, load = random.Random(seed), [0] * n_gpus
-    return ClusterState(tuple(_new_job(f"j{j}", n_gpus, load, rng, widths)
+    return ClusterState(tuple(_new_job(f"j{j}", n_gpus, load, rng, widths, node)
                               for j in range(n_jobs)))
 
 
 def next_period(cluster: ClusterState, decisions: dict, n_gpus: int, seed: int,
-                widths: tuple[int, int], period_s: float = 60.0, noise: float = 0.02,
-                churn: float = 0.01) -> ClusterState:
+                widths: tuple[int, int], node: int | None = None, period_s: float = 60.0,
+                noise: float = 0.02, churn: float = 0.01) -> ClusterState:
     """The cluster one scheduling period later, as the service would see it:
     the decided splits applied, every job `period_s` further on at the speed
     the time-slicing model predicts, costs re-measured with `noise` relative
@@ -220,21 +233,29 @@ def next_period(cluster: ClusterState, decisions: dict, n_gpus: int, seed: int,
     for j in kept:
         for r in j.ranks:
             load[int(r.gpu[1:])] += 1
-    fresh = [_new_job(f"new{seed}-{i}", n_gpus, load, rng, widths) for i in range(len(gone))]
+    fresh = [_new_job(f"new{seed}-{i}", n_gpus, load, rng, widths, node)
+             for i in range(len(gone))]
     return ClusterState(tuple(kept + fresh))
+
+
+# (jobs, GPUs, job widths, node size): None places jobs on any GPUs (the
+# job-GPU graph is one random expander, the LP's worst case); 8 keeps each
+# job inside an 8-GPU node. The last rows make every job 8 GPUs wide, ~2 jobs
+# per GPU at 4,096 GPUs.
+TIMING_SIZES = [(30, 128, (1, 8), None), (250, 1024, (1, 8), None), (1000, 4096, (1, 8), None),
+                (1000, 2048, (1, 8), None), (2000, 8192, (1, 8), None),
+                (1000, 4096, (8, 8), None), (1000, 4096, (1, 8), 8), (1000, 2048, (1, 8), 8),
+                (1000, 4096, (8, 8), 8)]
 
 
 def run_timing(args) -> None:
     timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
-    print(f"\n{'jobs':>5} {'gpus':>5} {'ranks':>6} "
+    print(f"\n{'jobs':>5} {'gpus':>5} {'node':>4} {'ranks':>6} "
           + " ".join(f"{label:>15}" for label, _, _ in timed) + f" {'sd-maxmin warm':>15}"
           + "  LP pivots level/throughput, cold->warm (last repeat)"
           + f"   (ms per decision, best of {args.repeat}, one process)")
-    # The last row: every job 8 GPUs wide, ~2 jobs per GPU at 4,096 GPUs.
-    sizes = [(30, 128, (1, 8)), (250, 1024, (1, 8)), (1000, 4096, (1, 8)), (1000, 2048, (1, 8)),
-             (2000, 8192, (1, 8)), (1000, 4096, (8, 8))]
-    for n_jobs, n_gpus, widths in sizes:
-        cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs, widths=widths)
+    for n_jobs, n_gpus, widths, node in TIMING_SIZES:
+        cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs, widths=widths, node=node)
         cells = []
         for _, p, cfg in timed:
             best = float("inf")
@@ -248,7 +269,7 @@ def run_timing(args) -> None:
         for rep in range(args.repeat):
             warm = WarmStart()
             later = next_period(cluster, decide(cluster, "sd-maxmin", None, warm), n_gpus,
-                                seed=rep, widths=widths)
+                                seed=rep, widths=widths, node=node)
             cold = dict(warm.pivots)
             t0 = time.perf_counter()
             decide(later, "sd-maxmin", None, warm)
@@ -257,7 +278,8 @@ def run_timing(args) -> None:
         ranks = sum(len(j.ranks) for j in cluster.jobs)
         pivots = "/".join(f"{cold.get(k, 0)}->{warm.pivots.get(k, 0)}"
                           for k in ("level", "throughput"))
-        print(f"{n_jobs:>5} {n_gpus:>5} {ranks:>6} " + " ".join(cells) + f"  {pivots}")
+        print(f"{n_jobs:>5} {n_gpus:>5} {node or 'any':>4} {ranks:>6} " + " ".join(cells)
+              + f"  {pivots}")
         sys.stdout.flush()
 
 

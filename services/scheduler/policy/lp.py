@@ -73,6 +73,10 @@ _THROUGHPUT_DENSE = (("simplex_strategy", 4), ("simplex_scale_strategy", 0),
 _THROUGHPUT_SPARSE = (("simplex_strategy", 1), ("simplex_scale_strategy", 0),
                       ("simplex_dual_edge_weight_strategy", 1))
 _STATUS = {int(v): v for v in highspy.HighsBasisStatus.__members__.values()}
+# Status code -> HiGHS enum, as an array: a basis of thousands converts in one
+# indexing step instead of a dict lookup per entry.
+_STATUS_OF = np.empty(max(_STATUS) + 1, dtype=object)
+_STATUS_OF[list(_STATUS)] = list(_STATUS.values())
 _BASIC, _LOWER = int(highspy.HighsBasisStatus.kBasic), int(highspy.HighsBasisStatus.kLower)
 # HiGHS's defaults, for a solve that failed or stalled (see _STALL_PIVOTS).
 _FALLBACK_OPTIONS = (("simplex_strategy", 1), ("simplex_scale_strategy", 2),
@@ -134,14 +138,15 @@ def _names(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray, jobs: list[str],
     fr = flex[rk.owner]
     k = np.arange(len(rk.owner)) - np.r_[0, np.cumsum(np.bincount(rk.owner, minlength=len(jobs)))
                                           ][rk.owner]
-    ranks = [(jobs[o], int(i), rk.gpu_names[g]) for o, i, g in zip(rk.owner, k, rk.gpu)]
-    flex_ranks = [r for r, f in zip(ranks, fr) if f]
+    gpus = rk.gpu_names
+    flex_ranks = [(jobs[o], i, gpus[g]) for o, i, g, f in
+                  zip(rk.owner.tolist(), k.tolist(), rk.gpu.tolist(), fr.tolist()) if f]
     firsts = np.unique(comp_of, return_index=True)[1]
     cols = [("y", *r) for r in flex_ranks] + [("s", j) for j in jobs] \
-        + [("lam", jobs[i]) for i in firsts]
+        + [("lam", jobs[i]) for i in firsts.tolist()]
     capped = np.nonzero(rk.cap[fr] < big_b[rk.owner[fr]])[0]
-    rows = [("gpu", g) for g in rk.gpu_names] + [("cap", *flex_ranks[i]) for i in capped] \
-        + [("batch", jobs[i]) for i in np.nonzero(flex)[0]] + [("demand", j) for j in jobs]
+    rows = [("gpu", g) for g in gpus] + [("cap", *flex_ranks[i]) for i in capped.tolist()] \
+        + [("batch", jobs[i]) for i in np.nonzero(flex)[0].tolist()] + [("demand", j) for j in jobs]
     return cols, rows
 
 
@@ -210,7 +215,7 @@ def _implied_row_floor(mat: sp.csc_matrix, row_lo: np.ndarray, top: np.ndarray) 
 
 def _codes(statuses: list) -> np.ndarray:
     """HiGHS basis statuses as ints (its enum objects compare slowly)."""
-    return np.fromiter(map(int, statuses), dtype=int, count=len(statuses))
+    return np.fromiter((s.value for s in statuses), dtype=int, count=len(statuses))
 
 
 def _share_basis(rk: _Ranks, flex: np.ndarray, shape: tuple[int, int], eq0: int
@@ -262,8 +267,8 @@ def _load(mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray, col_up: np
 def _set_basis(h: highspy._Highs, basis: tuple[np.ndarray, np.ndarray]) -> None:
     """Make `basis` (column, row status codes) the next solve's start."""
     start = highspy.HighsBasis()
-    start.col_status = [_STATUS[c] for c in basis[0]]
-    start.row_status = [_STATUS[c] for c in basis[1]]
+    start.col_status = _STATUS_OF[basis[0]].tolist()
+    start.row_status = _STATUS_OF[basis[1]].tolist()
     start.valid = True
     if h.setBasis(start) == highspy.HighsStatus.kError:  # then HiGHS starts from slacks
         logger.warning("sd-maxmin: HiGHS rejected the starting basis")
@@ -345,9 +350,10 @@ class SplitProgram:
 
     def _set_demands(self, delta: np.ndarray) -> None:
         """Change only the demand coefficients that moved since the last solve."""
-        h, lam = self._highs, self.lam0 + self.comp_of
-        for i in np.nonzero(delta != self._delta)[0]:
-            h.changeCoeff(int(self._fair0 + i), int(lam[i]), float(delta[i]))
+        change, moved = self._highs.changeCoeff, np.nonzero(delta != self._delta)[0]
+        for row, col, value in zip((self._fair0 + moved).tolist(),
+                                   (self.lam0 + self.comp_of[moved]).tolist(), delta[moved].tolist()):
+            change(row, col, value)
         self._delta = delta.copy()
 
     def solve(self, delta: np.ndarray, floors: np.ndarray,

@@ -209,7 +209,17 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
     for r in range(max(rounds, 1)):
         if not active.any():
             break
-        res, level = _levels(prog, dem, sub, active, level, floors)
+        try:
+            res, level = _levels(prog, dem, sub, active, level, floors)
+        except FailedPrecondition:
+            # Each round freezes jobs at rates HiGHS met only to its 1e-7
+            # tolerance; after tens of rounds those floors together can be
+            # infeasible. The optimum (round 1) stands; the rest is leftover.
+            if r == 0:
+                raise
+            logger.warning("sd-maxmin: water-filling round %d infeasible at the LP's "
+                           "tolerance; the leftover LP takes the rest", r + 1)
+            break
         if r == 0:  # the next decision's first solve is like this round's last
             prog.remember("level")
             if dem.sd and warm is not None:

@@ -71,7 +71,7 @@ def fallback_exclusive_rate(job: JobState) -> float:
     so an estimated slow-down is never understated)."""
     c = min(r.sec_per_sample for r in job.ranks)
     a = min(r.sec_per_step for r in job.ranks)
-    return job.global_batch / (a + c * max(even_split(job.global_batch, len(job.ranks))))
+    return job.global_batch / (a + c * -(-job.global_batch // len(job.ranks)))  # even's largest
 
 
 def exclusive_rate(job: JobState) -> float:

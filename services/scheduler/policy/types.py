@@ -82,7 +82,9 @@ class PolicyConfig:
       measurement noise never makes splits oscillate.
     feedback_gain: step size of `sd-feedback` (fraction of the SD gap).
     waterfill_rounds: lexicographic max-min rounds of `sd-maxmin` before the
-      final "use the leftover capacity" LP.
+      final "use the leftover capacity" LP (each round costs a level search;
+      rounds stop early once every job is frozen, or when the frozen floors
+      stop being feasible at the LP's tolerance, seen after 20-40 rounds).
     maxmin_objective: what `sd-maxmin` equalises: "sd" (minimise the largest
       predicted slow-down, counting time already lost) or "rate" (maximise
       the smallest exclusive-normalised speed now).
