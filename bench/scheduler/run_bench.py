@@ -4,15 +4,16 @@ job mixes, and decision time against cluster size.
     .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
         [--workloads 1,2] [--placements least-loaded,packed,random] [--gpus 32]
         [--speedup 8] [--max-replicas 16] [--plots DIR] [--no-rate]
-        [--skip-sim] [--skip-timing] [--quick] [--repeat 5]
+        [--skip-sim] [--skip-timing] [--quick] [--repeat 5] [--periods 10]
 
 Ratios are against `even` measured in the same run under the same placement.
 `sd-maxmin[rate]` (skipped with --no-rate) is sd-maxmin with
 `maxmin_objective="rate"` (equal normalised speeds now); in the timing table,
 `sd-maxmin[plan]` is sd-maxmin without realising its plan (`realise_evals=0`),
-and `sd-maxmin warm` is the decision one period later (`next_period`: splits
-applied, progress, re-measured costs, 1 % of jobs replaced) starting from the
-first decision's LP bases, as the service and the simulator run it.
+and `warm median/max` are sd-maxmin's next `--periods` decisions, one period
+apart (`next_period`: splits applied, progress, re-measured costs, 1 % of
+jobs replaced), each starting from the last one's LP bases, as the service
+and the simulator run it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -251,9 +253,9 @@ TIMING_SIZES = [(30, 128, (1, 8), None), (250, 1024, (1, 8), None), (1000, 4096,
 def run_timing(args) -> None:
     timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
     print(f"\n{'jobs':>5} {'gpus':>5} {'node':>4} {'ranks':>6} "
-          + " ".join(f"{label:>15}" for label, _, _ in timed) + f" {'sd-maxmin warm':>15}"
-          + "  LP pivots level/throughput, cold->warm (last repeat)"
-          + f"   (ms per decision, best of {args.repeat}, one process)")
+          + " ".join(f"{label:>15}" for label, _, _ in timed)
+          + f" {'warm median/max':>16}  LP pivots level/throughput: cold, warm median"
+          + f"   (ms per decision; cold: best of {args.repeat}; warm: {args.periods} periods)")
     for n_jobs, n_gpus, widths, node in TIMING_SIZES:
         cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs, widths=widths, node=node)
         cells = []
@@ -264,22 +266,25 @@ def run_timing(args) -> None:
                 decide(cluster, p, cfg)
                 best = min(best, time.perf_counter() - t0)
             cells.append(f"{1000 * best:>15.1f}")
-        # Warm: the next period's decision, starting from this one's LP bases.
-        best = float("inf")
-        for rep in range(args.repeat):
-            warm = WarmStart()
-            later = next_period(cluster, decide(cluster, "sd-maxmin", None, warm), n_gpus,
-                                seed=rep, widths=widths, node=node)
-            cold = dict(warm.pivots)
+        # Warm: the service's steady state, one decision per period, each
+        # starting from the last one's LP bases (the first one is cold).
+        warm, later = WarmStart(), cluster
+        decisions = decide(cluster, "sd-maxmin", None, warm)
+        cold = dict(warm.pivots)
+        times, pivots = [], {"level": [], "throughput": []}
+        for period in range(args.periods):
+            later = next_period(later, decisions, n_gpus, seed=period, widths=widths, node=node)
             t0 = time.perf_counter()
-            decide(later, "sd-maxmin", None, warm)
-            best = min(best, time.perf_counter() - t0)
-        cells.append(f"{1000 * best:>15.1f}")
+            decisions = decide(later, "sd-maxmin", None, warm)
+            times.append(1000 * (time.perf_counter() - t0))
+            for k in pivots:
+                pivots[k].append(warm.pivots.get(k, 0))
+        cells.append(f"{statistics.median(times):>9.1f}/{max(times):<6.1f}")
         ranks = sum(len(j.ranks) for j in cluster.jobs)
-        pivots = "/".join(f"{cold.get(k, 0)}->{warm.pivots.get(k, 0)}"
-                          for k in ("level", "throughput"))
+        counts = "/".join(f"{cold.get(k, 0)}, {statistics.median(v):.0f}"
+                          for k, v in pivots.items())
         print(f"{n_jobs:>5} {n_gpus:>5} {node or 'any':>4} {ranks:>6} " + " ".join(cells)
-              + f"  {pivots}")
+              + f"  {counts}")
         sys.stdout.flush()
 
 
@@ -301,6 +306,8 @@ def main() -> int:
                     help="skip scoring each sd-maxmin decision against even and the LP bound")
     ap.add_argument("--quick", action="store_true", help="workloads 1,2 only")
     ap.add_argument("--repeat", type=int, default=5, help="timing: best of this many decisions")
+    ap.add_argument("--periods", type=int, default=10,
+                    help="timing: warm decisions, one period apart, after the cold one")
     args = ap.parse_args()
     if args.quick:
         args.workloads = "1,2"

@@ -6,7 +6,6 @@ Both objectives are pinned: "rate" (max-min exclusive-normalised speed) and
 from __future__ import annotations
 
 import itertools
-import random
 
 import numpy as np
 import pytest
@@ -14,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
-                                      even_split, exclusive_rate, shared_rates, solve_maxmin)
+                                      exclusive_rate, shared_rates, solve_maxmin)
 
-from sched_strategies import STRESS_EXAMPLES, clusters, rate_level
+from sched_strategies import STRESS_EXAMPLES, clusters, random_cluster, rate_level
 
 # The LP's plan, rounded: what the brute force below measures (GPU time shared as
 # planned). Realising it under time-slicing is pinned in test_realise.py.
@@ -268,28 +267,12 @@ def test_stress_sd_optimum_never_exceeds_what_the_splits_in_force_reach(cluster)
     assert solve_maxmin(cluster).max_sd <= sd_level(cluster, in_force) * (1 + 2e-4) + 1e-9
 
 
-def _random_cluster(n_jobs: int, n_gpus: int, seed: int) -> ClusterState:
-    """Jobs of 1-8 GPUs on the least-loaded GPUs, random costs and progress."""
-    rng, load, jobs = random.Random(seed), [0] * n_gpus, []
-    for j in range(n_jobs):
-        n = rng.randint(1, 8)
-        gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
-        for g in gpus:
-            load[g] += 1
-        big_b = 32 * n * rng.choice([1, 2, 4])
-        ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
-                      for g, b in zip(gpus, even_split(big_b, n)))
-        jobs.append(JobState(f"j{j}", big_b, ranks, rng.uniform(0, 1e6), 2e6,
-                             rng.uniform(0, 3600)))
-    return ClusterState(tuple(jobs))
-
-
 def test_water_filling_to_the_end_survives_floors_at_the_lp_tolerance():
     # Each round freezes jobs at rates HiGHS met to its 1e-7 tolerance; after
     # 20-40 rounds the floors together were infeasible and the decision failed
     # ("Infeasible"/"Unknown"). Rounds now stop there; the max SD is round 1's.
     for seed in (1, 4):
-        cluster = _random_cluster(200, 400, seed)
+        cluster = random_cluster(200, 400, seed)
         two = solve_maxmin(cluster, rounds=2)
         deep = solve_maxmin(cluster, rounds=10_000)
         assert deep.max_sd == pytest.approx(two.max_sd, rel=1e-6)

@@ -21,8 +21,9 @@ once. That LP lives in one HiGHS instance for the whole decision: every
 Newton step, round and the leftover LP re-solve it warm from the previous
 basis after changing only coefficients, bounds or costs (`lp`), and the
 integer splits of all jobs are rounded in one batch (`cost_round`). A loop
-that decides every period passes a `WarmStart`: the LPs then start from the
-last decision's bases and the SD search from its optimum (`warm`).
+that decides every period passes a `WarmStart`: each water-filling round and
+the leftover LP then start from the last decision's bases at the same point,
+and the SD search from its optimum (`warm`).
 Any realisable schedule of any integer split is feasible in the LP, so
 its optimum bounds what any integer split can reach; the policy rounds the
 per-rank rates to integer batches that keep every rule. The LP may plan GPU
@@ -209,6 +210,8 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
     for r in range(max(rounds, 1)):
         if not active.any():
             break
+        if r > 0:
+            prog.start_round(r)
         try:
             res, level = _levels(prog, dem, sub, active, level, floors)
         except FailedPrecondition:
@@ -220,10 +223,9 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
             logger.warning("sd-maxmin: water-filling round %d infeasible at the LP's "
                            "tolerance; the leftover LP takes the rest", r + 1)
             break
-        if r == 0:  # the next decision's first solve is like this round's last
-            prog.remember("level")
-            if dem.sd and warm is not None:
-                warm.levels = dict(zip(names, level.tolist()))
+        prog.remember("level", r)  # the next decision's round r starts from it
+        if r == 0 and dem.sd and warm is not None:
+            warm.levels = dict(zip(names, level.tolist()))
         tight = active & (np.abs(res.demand_duals) > _TIGHT)
         none = np.bincount(comp_of, weights=tight, minlength=prog.n_comp) == 0
         tight |= active & none[comp_of]  # degenerate duals: freeze the whole component

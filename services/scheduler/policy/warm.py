@@ -9,11 +9,15 @@ pivots in the throughput LP); a warm one, tens to hundreds.
 
 A basis is kept by *name* (job, rank, GPU), not by position, so it survives
 jobs arriving, leaving or being placed elsewhere: a column or row the saved
-basis does not know takes the cold-start status, and the count of basic
-variables is then repaired (it must equal the number of rows). A repaired
-basis may be singular or infeasible; HiGHS swaps in slacks and pivots on
-from there. The basis changes the path, never the answer: every solve is
-still an exact optimum of its LP.
+basis does not know takes the cold-start status. The result may have too
+many or too few basic variables, or a singular set of them, so it goes to
+HiGHS as an *alien* basis: HiGHS factorises it rank-revealingly and fills
+the gaps with slacks. (Repairing the count ourselves, by demoting the
+newest basic columns or promoting the newest slacks, left a near-singular
+basis whenever jobs had left: 1000 jobs on 2,048 GPUs with 1 % churn, 2 of
+10 warm throughput LPs took 5,900 pivots instead of ~150.) The basis
+changes the path, never the answer: every solve is still an exact optimum
+of its LP.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class WarmStart:
     """What one decision loop (a service leader, a simulator run) carries from
     decision to decision. Mutable and not thread-safe: one loop, one object."""
 
-    level: KeyedBasis | None = None
+    level: KeyedBasis | None = None  # the level LP's basis after the first round
+    later_rounds: list[KeyedBasis] = field(default_factory=list)  # after rounds 2, 3, ...
     throughput: KeyedBasis | None = None
     levels: dict[str, float] = field(default_factory=dict)  # job -> its optimal SD level
     pivots: dict[str, int] = field(default_factory=dict)  # the last decision's, per LP
@@ -52,23 +57,10 @@ def save(col_keys: Sequence[Key], row_keys: Sequence[Key], cols: np.ndarray,
 
 
 def restore(saved: KeyedBasis, col_keys: Sequence[Key], row_keys: Sequence[Key],
-            cold: tuple[np.ndarray, np.ndarray], basic: int, lower: int
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Statuses for a new program: the saved one where the name is known, the
-    cold start's elsewhere; then exactly one basic variable per row. Too many:
-    the newest basic columns go to their lower bound; too few: the newest
-    non-basic rows' slacks become basic."""
-    col_new = np.array([saved.cols.get(k, -1) for k in col_keys], dtype=int)
-    row_new = np.array([saved.rows.get(k, -1) for k in row_keys], dtype=int)
-    col = np.where(col_new < 0, cold[0], col_new)
-    row = np.where(row_new < 0, cold[1], row_new)
-    excess = int((col == basic).sum() + (row == basic).sum()) - len(row)
-    if excess > 0:  # at most the basic columns' count: basic rows never exceed the rows
-        cand = np.nonzero(col == basic)[0]
-        order = np.argsort(col_new[cand] >= 0, kind="stable")  # unknown names first
-        col[cand[order[:excess]]] = lower
-    elif excess < 0:
-        cand = np.nonzero(row != basic)[0]
-        order = np.argsort(row_new[cand] >= 0, kind="stable")
-        row[cand[order[:-excess]]] = basic
-    return col, row
+            fill: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Statuses for a new program: the saved one where the name is known,
+    `fill`'s (column, row status codes) elsewhere. Not a basis yet: pass it
+    to HiGHS as an alien one (see the module docstring)."""
+    col = np.array([saved.cols.get(k, -1) for k in col_keys], dtype=int)
+    row = np.array([saved.rows.get(k, -1) for k in row_keys], dtype=int)
+    return np.where(col < 0, fill[0], col), np.where(row < 0, fill[1], row)
