@@ -13,7 +13,7 @@ Ratios are against `even` measured in the same run under the same placement.
 and `warm median/max` are sd-maxmin's next `--periods` decisions, one period
 apart (`next_period`: splits applied, progress, re-measured costs, 1 % of
 jobs replaced), each starting from the last one's LP bases, as the service
-and the simulator run it.
+and the simulator run it; `cold median` decides the same clusters from scratch.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from gpufair.common.errors import GpufairError, InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState,
@@ -100,6 +102,24 @@ def verdicts(cells: dict[tuple[str, str, str, str], dict[str, dict]]) -> None:
               f"{verdict}")
 
 
+def placement_summary(cells: dict[tuple[str, str, str, str], dict[str, dict]]) -> None:
+    """Per placement, over its contended cells: how often and by how much
+    sd-maxmin beats even on max SD, its utilisation change, and `uneven`."""
+    print(f"\nsummary over contended cells\n{'placement':<12} {'cells':>5}  {'beats even':>10}"
+          f" {'mean maxSD-':>11} {'range of maxSD-':>20} {'mean util+':>10} {'best util+':>10}"
+          f" {'mean uneven':>11}")
+    for place in dict.fromkeys(key[0] for key in cells):
+        rows = [(1 - c["sd-maxmin"]["max_sd"] / c["even"]["max_sd"],
+                 c["sd-maxmin"]["gpu_util"] / c["even"]["gpu_util"] - 1, c["even"]["uneven_share"])
+                for key, c in cells.items() if key[0] == place and c["even"]["gpu_util"] >= 0.5]
+        if not rows:
+            continue
+        cut, gain, uneven = (np.array(col) for col in zip(*rows))
+        print(f"{place:<12} {len(rows):>5}  {f'{(cut > 0).sum()} / {len(rows)}':>10}"
+              f" {cut.mean():>+11.1%} {f'{cut.min():+.1%} .. {cut.max():+.1%}':>20}"
+              f" {gain.mean():>+10.1%} {gain.max():>+10.1%} {uneven.mean():>11.0%}")
+
+
 def run_sims(args) -> None:
     """Every placement x GPU type x workload x mix x policy; ratios per cell."""
     colo_path = Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
@@ -125,6 +145,7 @@ def run_sims(args) -> None:
                         plot_runs(list(results.values())[:len(policy_names())],
                                   Path(args.plots) / f"{place}-{gpu_type}-w{w}-{mix}.png")
     verdicts(cells)
+    placement_summary(cells)
 
 
 def run_decisions(args) -> None:
@@ -254,7 +275,8 @@ def run_timing(args) -> None:
     timed = variants() + [("sd-maxmin[plan]", "sd-maxmin", PolicyConfig(realise_evals=0))]
     print(f"\n{'jobs':>5} {'gpus':>5} {'node':>4} {'ranks':>6} "
           + " ".join(f"{label:>15}" for label, _, _ in timed)
-          + f" {'warm median/max':>16}  LP pivots level/throughput: cold, warm median"
+          + f" {'warm median/max':>16} {'cold median':>11}"
+          + "  LP pivots level/throughput: cold, warm median"
           + f"   (ms per decision; cold: best of {args.repeat}; warm: {args.periods} periods)")
     for n_jobs, n_gpus, widths, node in TIMING_SIZES:
         cluster = synthetic_cluster(n_jobs, n_gpus, seed=n_jobs, widths=widths, node=node)
@@ -271,7 +293,7 @@ def run_timing(args) -> None:
         warm, later = WarmStart(), cluster
         decisions = decide(cluster, "sd-maxmin", None, warm)
         cold = dict(warm.pivots)
-        times, pivots = [], {"level": [], "throughput": []}
+        times, colds, pivots = [], [], {"level": [], "throughput": []}
         for period in range(args.periods):
             later = next_period(later, decisions, n_gpus, seed=period, widths=widths, node=node)
             t0 = time.perf_counter()
@@ -279,7 +301,11 @@ def run_timing(args) -> None:
             times.append(1000 * (time.perf_counter() - t0))
             for k in pivots:
                 pivots[k].append(warm.pivots.get(k, 0))
-        cells.append(f"{statistics.median(times):>9.1f}/{max(times):<6.1f}")
+            t0 = time.perf_counter()
+            decide(later, "sd-maxmin")  # the same decision cold, for comparison
+            colds.append(1000 * (time.perf_counter() - t0))
+        cells.append(f"{statistics.median(times):>9.1f}/{max(times):<6.1f}"
+                     f" {statistics.median(colds):>11.1f}")
         ranks = sum(len(j.ranks) for j in cluster.jobs)
         counts = "/".join(f"{cold.get(k, 0)}, {statistics.median(v):.0f}"
                           for k, v in pivots.items())
