@@ -30,11 +30,14 @@ here). It starts from the level LP's last basis cut down to its rows and
 columns (`_level_basis`). Both instances start from a triangular basis that
 already meets every batch row (`_share_basis`), not from the slack basis.
 Across decisions, a loop that passes a `WarmStart` (the service leader, the
-simulator) starts both instances from the previous decision's bases, mapped
-by job, rank and GPU name (`warm`): 1000 jobs 8 GPUs wide on 4,096 GPUs one
-period later, 5,494 -> 327 throughput pivots. Warm starts and pivoting
-rules change the path, not the answer: every solve is an exact optimum of
-its LP.
+simulator) starts each water-filling round and the throughput LP from the
+previous decision's bases at the same point, mapped by job, rank and GPU
+name (`warm`) and completed by HiGHS as alien bases: 1000 jobs 8 GPUs wide
+on 4,096 GPUs, ~5,500 -> ~210 throughput pivots a period. A mapped basis
+can still be poor, so the warm throughput solve is capped
+(`_THROUGHPUT_WARM`) and falls back to the cold start. Warm starts and
+pivoting rules change the path, not the answer: every solve is an exact
+optimum of its LP.
 """
 
 from __future__ import annotations
@@ -442,27 +445,27 @@ class SplitProgram:
 
     def _max_throughput(self, floors: np.ndarray, throughput: np.ndarray) -> LpResult:
         """Maximise sum_j throughput_j s_j with s_j >= floors_j (levels 0)."""
-        cold = None
+        fallback = None  # the cold start, when the first solve starts warm
         if self._throughput is None:
             cold = self._level_basis()
-            if self._warm is not None and self._warm.throughput is not None:
+            saved = self._warm.throughput if self._warm is not None else None
+            if saved is None:
+                self._throughput = _load(*self._core, self._top, self._throughput_options(), cold,
+                                         False)
+            else:
                 # Unknown names take the share basis's statuses, which need
                 # nothing else (filled from the level basis, some warm starts
                 # ran 2x the cold solve's time).
-                start = restore(self._warm.throughput, self._cols[:self.lam0],
-                                self._rows[:self._fair0],
+                start = restore(saved, self._cols[:self.lam0], self._rows[:self._fair0],
                                 (self._basis[0][:self.lam0], self._basis[1][:self._fair0]))
                 self._throughput = _load(*self._core, self._top, _THROUGHPUT_WARM, start, True)
-            else:
-                self._throughput = _load(*self._core, self._top, self._throughput_options(), cold,
-                                         False)
-                cold = None
+                fallback = cold
         h, n = self._throughput, len(self.jobs)
         cost = np.zeros(self.lam0)
         cost[self.s_idx] = -throughput
         h.changeColsCost(self.lam0, np.arange(self.lam0, dtype=np.int32), cost)
         h.changeColsBounds(n, self.s_idx.astype(np.int32), floors, self._top[self.s_idx])
-        if cold is None or not self._solved_warm(h, cold):
+        if fallback is None or not self._solved_warm(h, fallback):
             self.pivots["throughput"] += _run(h)
         x = np.asarray(h.getSolution().col_value)
         return LpResult(x[self.s_idx], x[:self.lam0 - n], np.zeros(self.n_comp), np.zeros(n))
