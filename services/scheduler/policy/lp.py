@@ -445,13 +445,12 @@ class SplitProgram:
 
     def _max_throughput(self, floors: np.ndarray, throughput: np.ndarray) -> LpResult:
         """Maximise sum_j throughput_j s_j with s_j >= floors_j (levels 0)."""
-        fallback = None  # the cold start, when the first solve starts warm
+        warm_first = False
         if self._throughput is None:
-            cold = self._level_basis()
             saved = self._warm.throughput if self._warm is not None else None
             if saved is None:
-                self._throughput = _load(*self._core, self._top, self._throughput_options(), cold,
-                                         False)
+                self._throughput = _load(*self._core, self._top, self._throughput_options(),
+                                         self._level_basis(), False)
             else:
                 # Unknown names take the share basis's statuses, which need
                 # nothing else (filled from the level basis, some warm starts
@@ -459,18 +458,18 @@ class SplitProgram:
                 start = restore(saved, self._cols[:self.lam0], self._rows[:self._fair0],
                                 (self._basis[0][:self.lam0], self._basis[1][:self._fair0]))
                 self._throughput = _load(*self._core, self._top, _THROUGHPUT_WARM, start, True)
-                fallback = cold
+                warm_first = True
         h, n = self._throughput, len(self.jobs)
         cost = np.zeros(self.lam0)
         cost[self.s_idx] = -throughput
         h.changeColsCost(self.lam0, np.arange(self.lam0, dtype=np.int32), cost)
         h.changeColsBounds(n, self.s_idx.astype(np.int32), floors, self._top[self.s_idx])
-        if fallback is None or not self._solved_warm(h, fallback):
+        if not (warm_first and self._solved_warm(h)):
             self.pivots["throughput"] += _run(h)
         x = np.asarray(h.getSolution().col_value)
         return LpResult(x[self.s_idx], x[:self.lam0 - n], np.zeros(self.n_comp), np.zeros(n))
 
-    def _solved_warm(self, h: highspy._Highs, cold: tuple[np.ndarray, np.ndarray]) -> bool:
+    def _solved_warm(self, h: highspy._Highs) -> bool:
         """One attempt from the last decision's basis, capped (see
         _THROUGHPUT_WARM). Either way `h` then has the cold solve's options,
         and if the attempt failed, the cold start (the level LP's basis)."""
@@ -485,7 +484,7 @@ class SplitProgram:
         if not solved:
             logger.debug("sd-maxmin: leftover LP unsolved after %d pivots from the last "
                          "decision's basis; starting cold", pivots)
-            _set_basis(h, cold)
+            _set_basis(h, self._level_basis())
         return solved
 
     def start_round(self, r: int) -> None:
