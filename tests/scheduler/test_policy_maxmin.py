@@ -269,7 +269,7 @@ def test_stress_sd_optimum_never_exceeds_what_the_splits_in_force_reach(cluster)
 
 def test_water_filling_to_the_end_survives_floors_at_the_lp_tolerance():
     # Each round freezes jobs at rates HiGHS met to its 1e-7 tolerance; after
-    # 20-40 rounds the floors together were infeasible and the decision failed
+    # 20-115 rounds the floors together were infeasible and the decision failed
     # ("Infeasible"/"Unknown"). Rounds now stop there; the max SD is round 1's.
     for seed in (1, 4):
         cluster = random_cluster(200, 400, seed)

@@ -84,7 +84,7 @@ class PolicyConfig:
     waterfill_rounds: lexicographic max-min rounds of `sd-maxmin` before the
       final "use the leftover capacity" LP (each round costs a level search;
       rounds stop early once every job is frozen, or when the frozen floors
-      stop being feasible at the LP's tolerance, seen after 20-40 rounds).
+      stop being feasible at the LP's tolerance, seen after 20-115 rounds).
     maxmin_objective: what `sd-maxmin` equalises: "sd" (minimise the largest
       predicted slow-down, counting time already lost) or "rate" (maximise
       the smallest exclusive-normalised speed now).
