@@ -1,22 +1,5 @@
-"""The split LP of the jobs that need one, kept inside HiGHS and re-solved
-warm.
-
-Variables: per rank k of a splittable job j a share y_jk >= 0 (samples/s
-above the 1-sample minimum, in units of B_j steps/s: the rank's sample rate
-is x_jk = s_j + B_j y_jk, which keeps ">= 1 sample" a bound, not a row, and
-the matrix well scaled); per job its step rate s_j (steps/s); per
-component c one level lam_c.
-
-    GPU g:    sum over ranks on g of (a_jk + c_jk) s_j + c_jk B_j y_jk <= 1
-              (a fixed-split job: (a_jk + c_jk b_jk) s_j)
-    cap:      B_j y_jk - (cap_jk - 1) s_j <= 0        (only where a cap binds)
-    batch:    sum_k y_jk - (1 - n_j / B_j) s_j = 0
-    demand:   delta_j lam_c - s_j <= 0   (one row per job; delta_j = 0: off)
-    floors:   s_j >= floor_j              (column bounds)
-
-Maximising sum_c lam_c maximises every lam_c on its own, because components
-share no constraint: one LP serves every component at once. Each row has
-one or two non-zeros per rank, so the matrix stays O(ranks).
+"""The split LP of the jobs that need one (its matrix: `lp_matrix`), kept
+inside HiGHS and re-solved warm.
 
 Successive level solves of one decision differ only in demand
 coefficients and floors, so the program is passed to HiGHS once and each
@@ -28,7 +11,7 @@ LU factor fills in and each pivot costs several times more (1000 jobs on
 2048 GPUs: 2,600 dual pivots in 300 ms there, 2,900 primal pivots in 65 ms
 here). It starts from the level LP's last basis cut down to its rows and
 columns (`_level_basis`). Both instances start from a triangular basis that
-already meets every batch row (`_share_basis`), not from the slack basis.
+already meets every batch row (`lp_matrix.share_basis`), not from the slack basis.
 Across decisions, a loop that passes a `WarmStart` (the service leader, the
 simulator) starts each water-filling round and the throughput LP from the
 previous decision's bases at the same point, mapped by job, rank and GPU
@@ -51,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpufair.common.errors import FailedPrecondition
-from gpufair.scheduler.policy.components import fixed_split
+from gpufair.scheduler.policy import lp_matrix
 from gpufair.scheduler.policy.types import ClusterState
 from gpufair.scheduler.policy.warm import WarmStart, restore, save
 
@@ -110,140 +93,9 @@ class LpResult:
     demand_duals: np.ndarray  # per listed job (<= 0), 0 where it had no demand
 
 
-@dataclass(frozen=True)
-class _Ranks:
-    """Every rank of the listed jobs as flat arrays (job order, rank order)."""
-
-    owner: np.ndarray  # position of the rank's job in the list
-    gpu: np.ndarray  # dense GPU index
-    a: np.ndarray  # sec_per_step
-    c: np.ndarray  # sec_per_sample
-    cap: np.ndarray  # min(cap, B); B when uncapped
-    fixed_b: np.ndarray  # the fixed split's batch (fixed jobs only, else nan)
-    gpu_names: list[str]  # by dense GPU index
-
-
-def _gather(cluster: ClusterState, jobs: Sequence[int], flex: np.ndarray) -> _Ranks:
-    gpus: dict[str, int] = {}
-    owner, gpu, a, c, cap, fb = [], [], [], [], [], []
-    for i, j in enumerate(jobs):
-        job = cluster.jobs[j]
-        split = fixed_split(job) if not flex[i] else (np.nan,) * len(job.ranks)
-        for r, b in zip(job.ranks, split):
-            owner.append(i)
-            gpu.append(gpus.setdefault(r.gpu, len(gpus)))
-            a.append(r.sec_per_step)
-            c.append(r.sec_per_sample)
-            cap.append(min(r.cap, job.global_batch) if r.cap is not None else job.global_batch)
-            fb.append(b)
-    return _Ranks(np.array(owner, dtype=int), np.array(gpu, dtype=int), np.array(a),
-                  np.array(c), np.array(cap, dtype=float), np.array(fb, dtype=float), list(gpus))
-
-
-def _names(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray, jobs: list[str],
-           comp_of: np.ndarray) -> tuple[list, list]:
-    """Column and row names in `_assemble`'s order, for carrying a basis
-    across decisions (`warm`): ranks by (job, index, GPU), the rest by job,
-    GPU, or a component's first job."""
-    fr = flex[rk.owner]
-    k = np.arange(len(rk.owner)) - np.r_[0, np.cumsum(np.bincount(rk.owner, minlength=len(jobs)))
-                                          ][rk.owner]
-    gpus = rk.gpu_names
-    flex_ranks = [(jobs[o], i, gpus[g]) for o, i, g, f in
-                  zip(rk.owner.tolist(), k.tolist(), rk.gpu.tolist(), fr.tolist()) if f]
-    firsts = np.unique(comp_of, return_index=True)[1]
-    cols = [("y", *r) for r in flex_ranks] + [("s", j) for j in jobs] \
-        + [("lam", jobs[i]) for i in firsts.tolist()]
-    capped = np.nonzero(rk.cap[fr] < big_b[rk.owner[fr]])[0]
-    rows = [("gpu", g) for g in gpus] + [("cap", *flex_ranks[i]) for i in capped.tolist()] \
-        + [("batch", jobs[i]) for i in np.nonzero(flex)[0].tolist()] + [("demand", j) for j in jobs]
-    return cols, rows
-
-
-def _assemble(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray, n_comp: int
-              ) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray, int]:
-    """The constraint matrix (columns: y per splittable rank, s per job, lam
-    per component), its row bounds, and the first demand row."""
-    n, fr = len(flex), flex[rk.owner]
-    n_y = int(fr.sum())
-    y_col = np.cumsum(fr) - 1
-    s_of = n_y + rk.owner
-    n_gpu = int(rk.gpu.max()) + 1 if len(rk.gpu) else 0
-    bo = big_b[rk.owner[fr]]
-    # GPU rows: (a + c) s + c B y per splittable rank, (a + c b) s per fixed rank.
-    rows, cols = [rk.gpu, rk.gpu[fr]], [s_of, y_col[fr]]
-    vals = [rk.a + rk.c * np.where(fr, 1.0, rk.fixed_b), rk.c[fr] * bo]
-    # y - (cap - 1) / B s <= 0 where a cap binds.
-    capped = np.nonzero(rk.cap[fr] < bo)[0]
-    cap_row = n_gpu + np.arange(len(capped))
-    rows += [cap_row, cap_row]
-    cols += [y_col[fr][capped], s_of[fr][capped]]
-    vals += [np.ones(len(capped)), (1.0 - rk.cap[fr][capped]) / bo[capped]]
-    # sum_k y - (1 - n / B) s = 0 per splittable job.
-    eq0 = n_gpu + len(capped)
-    flex_idx = np.nonzero(flex)[0]
-    eq_of = np.full(n, -1)
-    eq_of[flex_idx] = eq0 + np.arange(len(flex_idx))
-    rows += [eq_of[rk.owner[fr]], eq_of[flex_idx]]
-    cols += [y_col[fr], n_y + flex_idx]
-    vals += [np.ones(n_y), np.bincount(rk.owner, minlength=n)[flex_idx] / big_b[flex_idx] - 1.0]
-    # Demand rows delta lam - s <= 0: the lam coefficients start at 0 (off).
-    fair0 = eq0 + len(flex_idx)
-    rows.append(fair0 + np.arange(n))
-    cols.append(n_y + np.arange(n))
-    vals.append(-np.ones(n))
-    n_row = fair0 + n
-    mat = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(n_row, n_y + n + n_comp))
-    row_lo = np.full(n_row, -_INF)
-    row_lo[eq0:fair0] = 0.0
-    row_up = np.zeros(n_row)
-    row_up[:n_gpu] = 1.0
-    return mat, row_lo, row_up, fair0
-
-
-def _implied_upper(rk: _Ranks, flex: np.ndarray, big_b: np.ndarray) -> np.ndarray:
-    """Bounds every feasible point already obeys (a GPU gives at most all of
-    its time): y <= 1 / (c B) per splittable rank, then per job
-    s <= 1 / max_k (a_k + c_k b_k) with b_k = 1 (splittable) or its fixed batch."""
-    fr = flex[rk.owner]
-    per_step = rk.a + rk.c * np.where(fr, 1.0, rk.fixed_b)
-    s_top = np.zeros(len(flex))
-    np.maximum.at(s_top, rk.owner, per_step)
-    return np.concatenate([1.0 / (rk.c[fr] * big_b[rk.owner[fr]]), 1.0 / s_top])
-
-
-def _implied_row_floor(mat: sp.csc_matrix, row_lo: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """Open row floors replaced by the least the row can be with 0 <= v <= top
-    (demand coefficients added later are >= 0 on lam >= 0, so these hold).
-    With every row and column boxed, the dual simplex needs no phase 1."""
-    coo = mat.tocoo()
-    least = np.bincount(coo.row, weights=np.minimum(coo.data, 0.0) * top[coo.col],
-                        minlength=mat.shape[0])
-    return np.where(np.isinf(row_lo), least, row_lo)
-
-
 def _codes(statuses: list) -> np.ndarray:
     """HiGHS basis statuses as ints (its enum objects compare slowly)."""
     return np.fromiter((s.value for s in statuses), dtype=int, count=len(statuses))
-
-
-def _share_basis(rk: _Ranks, flex: np.ndarray, shape: tuple[int, int], eq0: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Column and row status codes of the slack basis, except that each splittable
-    job's batch row is met by the share of its cheapest-per-sample rank (basic
-    in the row's place). It stays triangular, so non-singular, and spares the
-    simplex a pivot per job and their fill-in (1000 jobs on 2048 GPUs: the
-    throughput LP 4,400 -> 3,000 primal pivots, the first level LP 25 % fewer)."""
-    fr = flex[rk.owner]
-    own = rk.owner[fr]
-    order = np.lexsort((rk.c[fr], own))  # by job, then cheapest rank first
-    first = order[np.r_[True, own[order][1:] != own[order][:-1]]] if len(own) else order
-    col = np.full(shape[1], _LOWER)
-    col[first] = _BASIC  # y columns come first, in rank order
-    row = np.full(shape[0], _BASIC)
-    row[eq0 + np.arange(len(first))] = _LOWER  # the batch rows, in job order like `first`
-    return col, row
 
 
 def _load(mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray, col_up: np.ndarray,
@@ -329,23 +181,25 @@ class SplitProgram:
         self.n_comp = int(self.comp_of.max()) + 1 if n else 0
         flex = np.array([cluster.jobs[j].splittable for j in self.jobs], dtype=bool)
         big_b = np.array([cluster.jobs[j].global_batch for j in self.jobs], dtype=float)
-        rk = _gather(cluster, self.jobs, flex)
+        rk = lp_matrix.gather(cluster, self.jobs, flex)
         n_y = int(flex[rk.owner].sum())
         self.s_idx = n_y + np.arange(n)
         self.lam0 = n_y + n
         self.n_var = self.lam0 + self.n_comp
-        mat, row_lo, row_up, self._fair0 = _assemble(rk, flex, big_b, self.n_comp)
+        mat, row_lo, row_up, self._fair0 = lp_matrix.assemble(rk, flex, big_b, self.n_comp)
         self._owner, self._flex_rank, self._fixed_b = rk.owner, flex[rk.owner], rk.fixed_b
         self._b_rank = big_b[rk.owner]
         self._rank_start = np.cumsum(np.bincount(rk.owner, minlength=n))[:-1]
-        self._top = _implied_upper(rk, flex, big_b)
-        row_lo = _implied_row_floor(mat, row_lo, self._top)
+        self._top = lp_matrix.implied_upper(rk, flex, big_b)
+        row_lo = lp_matrix.implied_row_floor(mat, row_lo, self._top)
         self._delta = np.zeros(n)  # demand coefficients HiGHS holds now
         self._cost = np.zeros(self.n_var)  # and its objective
-        self._basis = _share_basis(rk, flex, mat.shape, self._fair0 - int(flex.sum()))
+        self._basis = lp_matrix.share_basis(rk, flex, mat.shape, self._fair0 - int(flex.sum()),
+                                            _BASIC, _LOWER)
         self._warm = warm
-        self._cols, self._rows = _names(rk, flex, big_b, [cluster.jobs[j].job for j in self.jobs],
-                                        self.comp_of) if warm is not None else ([], [])
+        names = [cluster.jobs[j].job for j in self.jobs]
+        self._cols, self._rows = lp_matrix.names(rk, flex, big_b, names, self.comp_of) \
+            if warm is not None else ([], [])
         alien = warm is not None and warm.level is not None
         start = restore(warm.level, self._cols, self._rows, self._basis) if alien else self._basis
         self._highs = _load(mat, row_lo, row_up,
@@ -366,8 +220,8 @@ class SplitProgram:
     def _set_demands(self, delta: np.ndarray) -> None:
         """Change only the demand coefficients that moved since the last solve."""
         change, moved = self._highs.changeCoeff, np.nonzero(delta != self._delta)[0]
-        for row, col, value in zip((self._fair0 + moved).tolist(),
-                                   (self.lam0 + self.comp_of[moved]).tolist(), delta[moved].tolist()):
+        rows, cols = self._fair0 + moved, self.lam0 + self.comp_of[moved]
+        for row, col, value in zip(rows.tolist(), cols.tolist(), delta[moved].tolist()):
             change(row, col, value)
         self._delta = delta.copy()
 
@@ -393,7 +247,7 @@ class SplitProgram:
         delta = delta / scale[self.comp_of]
         cost = np.zeros(self.n_var)
         # lam <= s_max / delta of every active job: implied, and it keeps
-        # the column boxed (see _implied_row_floor).
+        # the column boxed (see lp_matrix.implied_row_floor).
         on = delta > 0
         lam_up = np.full(self.n_comp, _LAM_MAX)
         np.minimum.at(lam_up, self.comp_of[on], self._top[self.s_idx[on]] / delta[on])
