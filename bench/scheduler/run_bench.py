@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from gpufair.common.errors import GpufairError, InvalidArgument
-from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState,
-                                      WarmStart, decide, even_split, policy_names,
-                                      shared_rates, solve_maxmin)
+from gpufair.scheduler.policy import (PolicyConfig, WarmStart, decide, even_split,
+                                      policy_names, solve_maxmin)
 from gpufair.scheduler.policy.components import find_components
 from gpufair.scheduler.policy.realise import badness
 from gpufair.scheduler.sim import (SimConfig, Simulator, check_placement, load_colocation,
                                    load_workload, placement_names, simulate)
 from gpufair.scheduler.sim.plots import plot_runs
+from gpufair.scheduler.sim.synthetic import next_period, synthetic_cluster
 
 
 def mixes(trace, max_replicas: int, speedup: float, seed: int):
@@ -191,74 +191,6 @@ def run_decisions(args) -> None:
                 print(f"{gpu_type:<4} {'w' + w:<3} {mix:<9} {len(rows):>5} {plan:>9.3f} {real:>9.3f} "
                       f"{better:>9.0%} {worse:>9.0%} {gap:>10.3f}")
                 sys.stdout.flush()
-
-
-def _pick_gpus(n: int, load: list[int], rng: random.Random, node: int | None) -> list[int]:
-    """The `n` least-loaded GPUs of the cluster (`node` None: a job may span
-    any GPUs, so the job-GPU graph is a random expander), or of the
-    least-loaded node of `node` GPUs (a job stays inside one node, as
-    data-parallel jobs of up to a node's width are placed for NVLink)."""
-    pool = range(len(load))
-    if node is not None:
-        first = min(range(0, len(load), node),
-                    key=lambda f: (sum(sorted(load[f:f + node])[:n]), rng.random()))
-        pool = range(first, first + node)
-    return sorted(pool, key=lambda g: (load[g], rng.random()))[:n]
-
-
-def _new_job(name: str, n_gpus: int, load: list[int], rng: random.Random,
-             widths: tuple[int, int], node: int | None = None) -> JobState:
-    """A job of widths[0]-widths[1] GPUs placed by `_pick_gpus` (updates
-    `load`), random costs and progress, measured rates."""
-    n = rng.randint(*widths)
-    gpus = _pick_gpus(n, load, rng, node)
-    for g in gpus:
-        load[g] += 1
-    big_b = 32 * n * rng.choice([1, 2, 4])
-    ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
-                  for g, b in zip(gpus, even_split(big_b, n)))
-    return JobState(name, big_b, ranks, rng.uniform(0, 1e6), 2e6, rng.uniform(0, 3600),
-                    rng.uniform(10, 1000), None)
-
-
-def synthetic_cluster(n_jobs: int, n_gpus: int, seed: int, widths: tuple[int, int] = (1, 8),
-                      node: int | None = None) -> ClusterState:
-    """`n_jobs` jobs from `_new_job`, placed one after another."""
-    rng, load = random.Random(seed), [0] * n_gpus
-    return ClusterState(tuple(_new_job(f"j{j}", n_gpus, load, rng, widths, node)
-                              for j in range(n_jobs)))
-
-
-def next_period(cluster: ClusterState, decisions: dict, n_gpus: int, seed: int,
-                widths: tuple[int, int], node: int | None = None, period_s: float = 60.0,
-                noise: float = 0.02, churn: float = 0.01) -> ClusterState:
-    """The cluster one scheduling period later, as the service would see it:
-    the decided splits applied, every job `period_s` further on at the speed
-    the time-slicing model predicts, costs re-measured with `noise` relative
-    error, and `churn` of the jobs (the furthest along) replaced by new ones."""
-    rng = random.Random(seed)
-    jobs = [dataclasses.replace(j, ranks=tuple(dataclasses.replace(r, batch=b) for r, b in
-                                               zip(j.ranks, decisions[j.job].split)))
-            for j in cluster.jobs]
-    rates = shared_rates(jobs, [j.split for j in jobs]).rates
-    moved = []
-    for j, rate in zip(jobs, rates):
-        ranks = tuple(dataclasses.replace(r, sec_per_sample=r.sec_per_sample * rng.gauss(1, noise),
-                                          sec_per_step=r.sec_per_step * abs(rng.gauss(1, noise)))
-                      for r in j.ranks)
-        moved.append(dataclasses.replace(j, ranks=ranks, elapsed_s=j.elapsed_s + period_s,
-                                         samples_done=min(j.samples_done + rate * period_s,
-                                                          j.samples_total - 1)))
-    gone = set(sorted(range(len(moved)), key=lambda i: -moved[i].samples_done)
-               [:int(churn * len(moved))])
-    kept = [j for i, j in enumerate(moved) if i not in gone]
-    load = [0] * n_gpus
-    for j in kept:
-        for r in j.ranks:
-            load[int(r.gpu[1:])] += 1
-    fresh = [_new_job(f"new{seed}-{i}", n_gpus, load, rng, widths, node)
-             for i in range(len(gone))]
-    return ClusterState(tuple(kept + fresh))
 
 
 # (jobs, GPUs, job widths, node size): None places jobs on any GPUs (the
