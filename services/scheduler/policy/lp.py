@@ -40,7 +40,6 @@ from gpufair.scheduler.policy.warm import WarmStart, restore, save
 
 logger = logging.getLogger(__name__)
 
-_INF = highspy.kHighsInf
 _LAM_MAX = 1e12  # HiGHS drops demand coefficients under 1e-9: keep lam bounded anyway
 _LEVEL_OPTIONS = (("simplex_strategy", 1),)  # dual simplex: warm starts stay valid
 # The throughput LP unscaled (the columns are already in
