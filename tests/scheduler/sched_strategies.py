@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 
 from hypothesis import strategies as st
 
@@ -16,23 +15,6 @@ from gpufair.scheduler.policy import (ClusterState, JobState, RankState, even_sp
 # many examples; the stress that found the numerical bugs of 2026-11-30 was
 # GPUFAIR_STRESS_EXAMPLES=2000 .venv/bin/python -m pytest tests/scheduler -k stress
 STRESS_EXAMPLES = int(os.environ.get("GPUFAIR_STRESS_EXAMPLES", "40"))
-
-
-def random_cluster(n_jobs: int, n_gpus: int, seed: int, prefix: str = "j") -> ClusterState:
-    """A bigger cluster than `clusters` draws: jobs of 1-8 GPUs on the
-    least-loaded GPUs, random costs and progress (seeded, no hypothesis)."""
-    rng, load, jobs = random.Random(seed), [0] * n_gpus, []
-    for j in range(n_jobs):
-        n = rng.randint(1, 8)
-        gpus = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
-        for g in gpus:
-            load[g] += 1
-        big_b = 32 * n * rng.choice([1, 2, 4])
-        ranks = tuple(RankState(f"g{g}", b, rng.uniform(1e-3, 2e-2), rng.uniform(0, 0.05))
-                      for g, b in zip(gpus, even_split(big_b, n)))
-        jobs.append(JobState(f"{prefix}{j}", big_b, ranks, rng.uniform(0, 1e6), 2e6,
-                             rng.uniform(0, 3600)))
-    return ClusterState(tuple(jobs))
 
 
 @st.composite

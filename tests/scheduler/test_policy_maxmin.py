@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, PolicyConfig, RankState, decide,
                                       exclusive_rate, shared_rates, solve_maxmin)
+from gpufair.scheduler.sim.synthetic import synthetic_cluster
 
-from sched_strategies import STRESS_EXAMPLES, clusters, random_cluster, rate_level
+from sched_strategies import STRESS_EXAMPLES, clusters, rate_level
 
 # The LP's plan, rounded: what the brute force below measures (GPU time shared as
 # planned). Realising it under time-slicing is pinned in test_realise.py.
@@ -272,7 +273,7 @@ def test_water_filling_to_the_end_survives_floors_at_the_lp_tolerance():
     # 20-115 rounds the floors together were infeasible and the decision failed
     # ("Infeasible"/"Unknown"). Rounds now stop there; the max SD is round 1's.
     for seed in (1, 4):
-        cluster = random_cluster(200, 400, seed)
+        cluster = synthetic_cluster(200, 400, seed)
         two = solve_maxmin(cluster, rounds=2)
         deep = solve_maxmin(cluster, rounds=10_000)
         assert deep.max_sd == pytest.approx(two.max_sd, rel=1e-6)

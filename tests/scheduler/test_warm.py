@@ -16,7 +16,7 @@ from gpufair.scheduler.policy import lp
 from gpufair.scheduler.policy.warm import KeyedBasis, restore
 from gpufair.scheduler.sim.synthetic import next_period, synthetic_cluster
 
-from sched_strategies import STRESS_EXAMPLES, clusters, random_cluster
+from sched_strategies import STRESS_EXAMPLES, clusters
 
 BASIC, LOWER = 1, 0
 
@@ -33,19 +33,21 @@ def test_restore_keeps_known_names_and_fill_statuses_for_new_ones():
 
 
 def test_a_warm_start_after_churn_beats_a_cold_one_and_agrees_with_it():
-    # 5 of 100 jobs replaced: the saved basis minus the departed jobs' columns
-    # plus cold statuses for the new ones is no basis, and HiGHS completes it
-    # as an alien one (the next test has the case the old count repair lost).
+    # One period on, with the 5 of 100 jobs furthest along replaced: the saved
+    # basis minus the departed jobs' columns plus cold statuses for the new
+    # ones is no basis, and HiGHS completes it as an alien one (a later test
+    # has the case the old count repair lost).
     for seed in range(4):
-        before = random_cluster(100, 200, seed)
-        after = ClusterState(before.jobs[5:] + random_cluster(5, 200, seed + 100, "new").jobs)
+        before = synthetic_cluster(100, 200, seed)
         warm, cold = WarmStart(), WarmStart()
-        decide(before, "sd-maxmin", None, warm)
+        after = next_period(before, decide(before, "sd-maxmin", None, warm), 200, seed, (1, 8),
+                            churn=0.05)
         hot = decide(after, "sd-maxmin", None, warm)
         fresh = decide(after, "sd-maxmin", None, cold)
         assert warm.pivots["throughput"] < cold.pivots["throughput"] / 2
-        assert hot["j5"].numbers["lp_max_sd"] == pytest.approx(fresh["j5"].numbers["lp_max_sd"],
-                                                               rel=1e-6)
+        job = after.jobs[0].job
+        assert hot[job].numbers["lp_max_sd"] == pytest.approx(fresh[job].numbers["lp_max_sd"],
+                                                              rel=1e-6)
 
 
 @settings(max_examples=STRESS_EXAMPLES, deadline=None,
@@ -189,10 +191,10 @@ def test_a_warm_leftover_solve_over_its_pivot_cap_restarts_cold(monkeypatch, cap
     # must fall back to the cold start and still reach the optimum.
     monkeypatch.setattr(lp, "_WARM_PIVOTS_PER_ROW", 0.0)
     monkeypatch.setattr(lp, "_WARM_PIVOTS_MIN", 0)
-    before = random_cluster(40, 80, 0)
-    after = ClusterState(before.jobs[2:] + random_cluster(2, 80, 1, "new").jobs)
+    before = synthetic_cluster(40, 80, 0)
     warm = WarmStart()
-    decide(before, "sd-maxmin", None, warm)
+    after = next_period(before, decide(before, "sd-maxmin", None, warm), 80, 0, (1, 8),
+                        churn=0.05)
     excl = np.array([exclusive_rate(j) for j in after.jobs])
     with caplog.at_level(logging.DEBUG, logger="gpufair.scheduler.policy.lp"):
         hot = solve_maxmin(after, warm=warm)
