@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import ClusterState, JobState, RankState
 from gpufair.scheduler.policy import lp
+from gpufair.scheduler.policy.components import find_components
 from gpufair.scheduler.policy.lp import SplitProgram
 
 from sched_strategies import clusters
@@ -25,20 +26,9 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 def _program(cluster: ClusterState) -> SplitProgram:
     # One level per set of jobs linked by shared GPUs, as sd-maxmin builds it:
     # only then is every level's optimum unique (each is scaled on its own).
+    comp = {j: c for c, group in enumerate(find_components(cluster).groups) for j in group}
     n = len(cluster.jobs)
-    parent = list(range(n))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    first_on: dict[str, int] = {}
-    for j, job in enumerate(cluster.jobs):
-        for rank in job.ranks:
-            parent[root(j)] = root(first_on.setdefault(rank.gpu, j))
-    ids = {r: i for i, r in enumerate(dict.fromkeys(root(j) for j in range(n)))}
-    return SplitProgram(cluster, range(n), [ids[root(j)] for j in range(n)])
+    return SplitProgram(cluster, range(n), [comp[j] for j in range(n)])
 
 
 @FAST

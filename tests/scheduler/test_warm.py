@@ -95,7 +95,7 @@ def _shared_cluster(cost_scale: float = 1.0) -> ClusterState:
 def test_an_unchanged_cluster_is_re_solved_without_throughput_pivots():
     cluster, warm = _shared_cluster(), WarmStart()
     first = decide(cluster, "sd-maxmin", None, warm)
-    assert warm.level is not None and warm.pivots["throughput"] > 0
+    assert warm.rounds and warm.pivots["throughput"] > 0
     again = decide(cluster, "sd-maxmin", None, warm)
     # The saved optimal basis is optimal again: no pivot in the last LP.
     assert warm.pivots["throughput"] == 0
@@ -106,7 +106,7 @@ def test_other_policies_accept_and_ignore_a_warm_start():
     cluster, warm = _shared_cluster(), WarmStart()
     for policy in ("even", "balance", "sd-feedback"):
         assert decide(cluster, policy, None, warm) == decide(cluster, policy)
-    assert warm.level is None
+    assert not warm.rounds
 
 
 def test_a_drifted_cluster_decides_the_same_level_warm_as_cold():
@@ -143,7 +143,7 @@ def test_a_zero_level_from_a_warm_basis_is_solved_again_cold():
     rows = {("gpu", "g0"): 1, ("gpu", "g1"): 2, ("gpu", "g2"): 1, ("gpu", "g3"): 1}
     rows.update({("batch", f"j{j}"): LOWER for j in range(1, 7)})
     rows.update({("demand", f"j{j}"): 2 for j in range(7)})
-    warm = WarmStart(level=KeyedBasis(cols, rows), levels={f"j{j}": 68.42 for j in range(7)})
+    warm = WarmStart(rounds=[KeyedBasis(cols, rows)], levels={f"j{j}": 68.42 for j in range(7)})
     hot = solve_maxmin(cluster, warm=warm)
     assert hot.max_sd == pytest.approx(solve_maxmin(cluster).max_sd, rel=1e-5)
 

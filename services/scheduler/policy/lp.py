@@ -199,8 +199,9 @@ class SplitProgram:
         names = [cluster.jobs[j].job for j in self.jobs]
         self._cols, self._rows = lp_matrix.names(rk, flex, big_b, names, self.comp_of) \
             if warm is not None else ([], [])
-        alien = warm is not None and warm.level is not None
-        start = restore(warm.level, self._cols, self._rows, self._basis) if alien else self._basis
+        alien = warm is not None and bool(warm.rounds)
+        start = restore(warm.rounds[0], self._cols, self._rows, self._basis) if alien \
+            else self._basis
         self._highs = _load(mat, row_lo, row_up,
                             np.concatenate([self._top, np.full(self.n_comp, _LAM_MAX)]),
                             _LEVEL_OPTIONS, start, alien)
@@ -346,9 +347,9 @@ class SplitProgram:
         From this decision's first-round optimum instead, the second round
         re-solved every component: 1000 jobs kept inside 8-GPU nodes on 2,048
         GPUs, ~6,800 level pivots per warm decision, ~2,400 this way."""
-        if self._warm is None or len(self._warm.later_rounds) < r:
+        if self._warm is None or len(self._warm.rounds) <= r:
             return
-        _set_basis(self._highs, restore(self._warm.later_rounds[r - 1], self._cols, self._rows,
+        _set_basis(self._highs, restore(self._warm.rounds[r], self._cols, self._rows,
                                         self._basis), True)
 
     def _throughput_options(self) -> tuple:
@@ -374,12 +375,8 @@ class SplitProgram:
                     _codes(b.row_status))
         if which == "throughput":
             self._warm.throughput = kept
-        elif r == 0:
-            self._warm.level = kept
-        elif len(self._warm.later_rounds) >= r:  # rounds run in order: 1..r-1 are saved
-            self._warm.later_rounds[r - 1] = kept
-        else:
-            self._warm.later_rounds.append(kept)
+        else:  # rounds run in order, so 0..r-1 are saved: replace round r or append it
+            self._warm.rounds[r:r + 1] = [kept]
 
     def rank_rates(self, res: LpResult) -> tuple[np.ndarray, ...]:
         """Per listed job, its ranks' sample rates x_jk (fixed jobs: s_j b_jk)."""

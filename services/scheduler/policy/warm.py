@@ -43,8 +43,7 @@ class WarmStart:
     """What one decision loop (a service leader, a simulator run) carries from
     decision to decision. Mutable and not thread-safe: one loop, one object."""
 
-    level: KeyedBasis | None = None  # the level LP's basis after the first round
-    later_rounds: list[KeyedBasis] = field(default_factory=list)  # after rounds 2, 3, ...
+    rounds: list[KeyedBasis] = field(default_factory=list)  # the level LP's, after each round
     throughput: KeyedBasis | None = None
     levels: dict[str, float] = field(default_factory=dict)  # job -> its optimal SD level
     pivots: dict[str, int] = field(default_factory=dict)  # the last decision's, per LP
