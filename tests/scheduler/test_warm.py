@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, RankState, WarmStart, decide,
                                       exclusive_rate, solve_maxmin)
-from gpufair.scheduler.policy import lp
-from gpufair.scheduler.policy.warm import KeyedBasis, restore
+from gpufair.scheduler.policy import lp, lp_matrix
+from gpufair.scheduler.policy.warm import Keys, SavedBasis, carry, restore
 from gpufair.scheduler.sim.synthetic import next_period, synthetic_cluster
 
 from sched_strategies import STRESS_EXAMPLES, clusters
@@ -35,15 +35,70 @@ def _warm_and_cold_one_period_on(before: ClusterState, n_gpus: int, seed: int,
     return warm.pivots["throughput"], cold.pivots["throughput"]
 
 
-def _cold(n_col: int, n_row: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.full(n_col, LOWER), np.full(n_row, BASIC)  # the slack basis
+def _keys(cluster: ClusterState, comp_of: list[int]) -> Keys:
+    """The keys of the split LP over all of `cluster`'s jobs."""
+    flex = np.array([j.splittable for j in cluster.jobs], dtype=bool)
+    big_b = np.array([j.global_batch for j in cluster.jobs], dtype=float)
+    rk = lp_matrix.gather(cluster, range(len(cluster.jobs)), flex)
+    comp = np.asarray(comp_of, dtype=int)
+    mat = lp_matrix.assemble(rk, flex, big_b, int(comp.max()) + 1)[0]
+    return lp_matrix.keys(rk, flex, big_b, [j.job for j in cluster.jobs], comp, mat.shape)
 
 
-def test_restore_keeps_known_names_and_fill_statuses_for_new_ones():
-    saved = KeyedBasis({"a": BASIC, "b": LOWER, "gone": BASIC}, {"r1": LOWER, "r2": BASIC})
-    col, row = restore(saved, ["b", "a", "new"], ["r2", "r1", "r3"], _cold(3, 3))
-    assert col.tolist() == [LOWER, BASIC, LOWER]
-    assert row.tolist() == [BASIC, LOWER, BASIC]
+def _named(k: Keys) -> tuple[dict, dict]:
+    """Position of every column and row by a name: the job's, the GPU's, a
+    rank's (job, index, GPU), or a component's first job's."""
+    cols, rows = {}, {}
+    for j, job in enumerate(k.jobs):
+        cols[("s", job)], rows[("demand", job)] = k.job_cols[j, 0], k.job_rows[j, 1]
+        if k.job_cols[j, 1] >= 0:
+            cols[("lam", job)] = k.job_cols[j, 1]
+        if k.job_rows[j, 0] >= 0:
+            rows[("batch", job)] = k.job_rows[j, 0]
+        for i, r in enumerate(range(k.rank_start[j], k.rank_start[j + 1])):
+            rank = (job, i, k.gpus[k.rank_gpu[r]])
+            if k.rank_cols[r] >= 0:
+                cols[("y", *rank)] = k.rank_cols[r]
+            if k.rank_rows[r] >= 0:
+                rows[("cap", *rank)] = k.rank_rows[r]
+    rows.update({("gpu", gpu): k.gpu_rows[g] for g, gpu in enumerate(k.gpus)})
+    assert sorted(cols.values()) == list(range(k.shape[1]))  # every column named once
+    assert sorted(rows.values()) == list(range(k.shape[0]))
+    return cols, rows
+
+
+def _saved(k: Keys, cols: dict, rows: dict) -> SavedBasis:
+    """A basis given by name for every column and row of `k`."""
+    col_at, row_at = _named(k)
+    col, row = np.zeros(k.shape[1], dtype=int), np.zeros(k.shape[0], dtype=int)
+    col[[col_at[n] for n in cols]], row[[row_at[n] for n in rows]] = list(cols.values()), \
+        list(rows.values())
+    assert len(cols) == k.shape[1] and len(rows) == k.shape[0]
+    return SavedBasis(k, col, row)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(old=clusters(max_gpus=5, max_jobs=6), new=clusters(max_gpus=5, max_jobs=6),
+       pair=st.booleans())
+def test_carry_maps_every_column_and_row_to_the_one_of_the_same_name(old, new, pair):
+    # Clusters reuse job and GPU names with other ranks, GPUs, caps and pins;
+    # components pair jobs up or not.
+    def comps(c: ClusterState) -> list[int]:
+        return [j // 2 if pair else j for j in range(len(c.jobs))]
+    ko, kn = _keys(old, comps(old)), _keys(new, comps(new))
+    (old_cols, old_rows), (new_cols, new_rows) = _named(ko), _named(kn)
+    cols, rows = carry(ko, kn)
+    assert cols.tolist() == [old_cols.get(n, -1) for n in sorted(new_cols, key=new_cols.get)]
+    assert rows.tolist() == [old_rows.get(n, -1) for n in sorted(new_rows, key=new_rows.get)]
+
+
+def test_restore_keeps_carried_statuses_and_fills_the_rest():
+    k = _keys(_shared_cluster(), [0] * 6)
+    saved = SavedBasis(k, np.array([BASIC, LOWER, BASIC]), np.array([LOWER, BASIC]))
+    col, row = restore(saved, np.array([1, 0, -1, 5]), np.array([1, 0, -1]),
+                       (np.full(4, 7), np.full(3, 7)))
+    assert col.tolist() == [LOWER, BASIC, 7, 7]  # 5: past the saved (leftover LP's) columns
+    assert row.tolist() == [BASIC, LOWER, 7]
 
 
 def test_a_warm_start_after_churn_beats_a_cold_one_and_agrees_with_it():
@@ -132,6 +187,11 @@ def test_a_zero_level_from_a_warm_basis_is_solved_again_cold():
                   0.0, None, 1.0),)
         + tuple(JobState(f"j{j}", 1, (r("g0", 1, 0.0625),), 0.0, 100001.0) for j in range(1, 6))
         + (JobState("j6", 94, (r("g1", 94, 0.09375),), 0.0, 100001.0, 7526.0, None, 42260.0),))
+    # The other cluster: j0 on one GPU, j1-j6 re-split over these GPUs.
+    layout = [("g0",), ("g0", "g1", "g2"), ("g0", "g1"), ("g0", "g1", "g2"), ("g0", "g1", "g2"),
+              ("g0", "g2", "g3"), ("g0", "g2", "g3")]
+    other = ClusterState(tuple(JobState(f"j{j}", 4, tuple(r(g, 1, 0.0625) for g in gpus))
+                               for j, gpus in enumerate(layout)))
     y = {("j1", 0, "g0"): 0, ("j1", 1, "g1"): 0, ("j1", 2, "g2"): 1, ("j2", 0, "g0"): 1,
          ("j2", 1, "g1"): 0, ("j3", 0, "g0"): 1, ("j3", 1, "g1"): 0, ("j3", 2, "g2"): 0,
          ("j4", 0, "g0"): 1, ("j4", 1, "g1"): 0, ("j4", 2, "g2"): 0, ("j5", 0, "g0"): 0,
@@ -143,7 +203,8 @@ def test_a_zero_level_from_a_warm_basis_is_solved_again_cold():
     rows = {("gpu", "g0"): 1, ("gpu", "g1"): 2, ("gpu", "g2"): 1, ("gpu", "g3"): 1}
     rows.update({("batch", f"j{j}"): LOWER for j in range(1, 7)})
     rows.update({("demand", f"j{j}"): 2 for j in range(7)})
-    warm = WarmStart(rounds=[KeyedBasis(cols, rows)], levels={f"j{j}": 68.42 for j in range(7)})
+    warm = WarmStart(rounds=[_saved(_keys(other, [0] * 7), cols, rows)],
+                     levels={f"j{j}": 68.42 for j in range(7)})
     hot = solve_maxmin(cluster, warm=warm)
     assert hot.max_sd == pytest.approx(solve_maxmin(cluster).max_sd, rel=1e-5)
 

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from gpufair.scheduler.policy.components import fixed_split
 from gpufair.scheduler.policy.types import ClusterState
+from gpufair.scheduler.policy.warm import Keys
 
 
 @dataclass(frozen=True)
@@ -62,24 +63,26 @@ def gather(cluster: ClusterState, jobs: Sequence[int], flex: np.ndarray) -> Rank
                  np.array(c), np.array(cap, dtype=float), np.array(fb, dtype=float), list(gpus))
 
 
-def names(rk: Ranks, flex: np.ndarray, big_b: np.ndarray, jobs: list[str],
-           comp_of: np.ndarray) -> tuple[list, list]:
-    """Column and row names in `assemble`'s order, for carrying a basis
-    across decisions (`warm`): ranks by (job, index, GPU), the rest by job,
-    GPU, or a component's first job."""
-    fr = flex[rk.owner]
-    k = np.arange(len(rk.owner)) - np.r_[0, np.cumsum(np.bincount(rk.owner, minlength=len(jobs)))
-                                          ][rk.owner]
-    gpus = rk.gpu_names
-    flex_ranks = [(jobs[o], i, gpus[g]) for o, i, g, f in
-                  zip(rk.owner.tolist(), k.tolist(), rk.gpu.tolist(), fr.tolist()) if f]
-    firsts = np.unique(comp_of, return_index=True)[1]
-    cols = [("y", *r) for r in flex_ranks] + [("s", j) for j in jobs] \
-        + [("lam", jobs[i]) for i in firsts.tolist()]
-    capped = np.nonzero(rk.cap[fr] < big_b[rk.owner[fr]])[0]
-    rows = [("gpu", g) for g in gpus] + [("cap", *flex_ranks[i]) for i in capped.tolist()] \
-        + [("batch", jobs[i]) for i in np.nonzero(flex)[0].tolist()] + [("demand", j) for j in jobs]
-    return cols, rows
+def keys(rk: Ranks, flex: np.ndarray, big_b: np.ndarray, jobs: Sequence[str],
+         comp_of: np.ndarray, shape: tuple[int, int]) -> Keys:
+    """What each column and row of `assemble`'s matrix (of `shape`) stands
+    for, by job, rank and GPU (`warm.Keys`): what carries a basis from one
+    decision's program to the next one's."""
+    n, fr = len(flex), flex[rk.owner]
+    n_y = int(fr.sum())
+    rank_cols = np.where(fr, np.cumsum(fr) - 1, -1)
+    capped = fr & (rk.cap < big_b[rk.owner])
+    n_gpu = len(rk.gpu_names)
+    rank_rows = np.where(capped, n_gpu + np.cumsum(capped) - 1, -1)
+    eq0 = n_gpu + int(capped.sum())
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(comp_of, return_index=True)[1]] = True
+    lam = np.where(first, n_y + n + comp_of, -1)
+    batch = np.where(flex, eq0 + np.cumsum(flex) - 1, -1)
+    fair0 = eq0 + int(flex.sum())
+    return Keys(jobs, rk.gpu_names, np.r_[0, np.cumsum(np.bincount(rk.owner, minlength=n))],
+                rk.gpu, rank_cols, rank_rows, np.stack([n_y + np.arange(n), lam], axis=1),
+                np.stack([batch, fair0 + np.arange(n)], axis=1), np.arange(n_gpu), shape)
 
 
 def assemble(rk: Ranks, flex: np.ndarray, big_b: np.ndarray, n_comp: int
