@@ -39,7 +39,7 @@ def finalize(job: JobState, policy: str, proposed: tuple[int, ...], config: Poli
     if len(job.ranks) == 1:
         return Decision(job.job, policy, job.split, False,
                         "single-GPU job: nothing to re-split", nums)
-    old = job.split  # a property that builds a tuple: read it once
+    old = job.split
     moved = moved_fraction(old, proposed)
     nums["moved_fraction"] = moved
     nums["min_change"] = config.min_change

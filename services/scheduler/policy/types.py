@@ -10,6 +10,7 @@ the model's job (`gpufair.scheduler.policy.model`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -55,7 +56,7 @@ class JobState:
     exclusive_rate: float | None = None
     pinned: tuple[int, ...] | None = None
 
-    @property
+    @functools.cached_property  # read per rank by most stages of a decision
     def split(self) -> tuple[int, ...]:
         """The current per-rank batches."""
         return tuple(r.batch for r in self.ranks)
