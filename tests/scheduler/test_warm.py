@@ -264,3 +264,18 @@ def test_a_warm_leftover_solve_over_its_pivot_cap_restarts_cold(monkeypatch, cap
     fresh = solve_maxmin(after)
     assert hot.max_sd == pytest.approx(fresh.max_sd, rel=1e-6)
     assert (hot.rates / excl).sum() == pytest.approx((fresh.rates / excl).sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_cold_second_round_starts_from_the_frozen_jobs_floors(monkeypatch, seed):
+    # Jobs inside 8-GPU nodes: many small components, most of them with a
+    # job left for round 2. From round 1's optimum as it stands, each frozen
+    # job's emptied demand row must first pivot its step rate out.
+    cluster = synthetic_cluster(200, 400, seed, node=8)
+    crafted = WarmStart()
+    first = decide(cluster, "sd-maxmin", None, crafted)
+    monkeypatch.setattr(lp.SplitProgram, "start_round", lambda self, r, frozen, live: None)
+    plain = WarmStart()
+    again = decide(cluster, "sd-maxmin", None, plain)
+    assert crafted.pivots["level"] < 0.8 * plain.pivots["level"]
+    assert first["j0"].numbers["lp_max_sd"] == again["j0"].numbers["lp_max_sd"]

@@ -211,7 +211,8 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
         if not active.any():
             break
         if r > 0:
-            prog.start_round(r)
+            live = np.bincount(comp_of, weights=active, minlength=prog.n_comp) > 0
+            prog.start_round(r, tight, live)  # `tight`: what the last round froze
         try:
             res, level = _levels(prog, dem, sub, active, level, floors)
         except FailedPrecondition:
