@@ -292,7 +292,7 @@ class SplitProgram:
         (smallest duals first) go to their floors, which sit just under the
         held rates. The share basis where that count does not work out."""
         n = len(self.jobs)
-        col, rows = _statuses(self._highs, np.concatenate([self._top, self._lam_up]), self._row_up)
+        col, rows = self._level_statuses()
         col = col[:self.lam0]
         row = rows[:self._fair0]
         excess = int((col == _BASIC).sum() + (row == _BASIC).sum()) - self._fair0
@@ -363,14 +363,17 @@ class SplitProgram:
         if self._warm is not None and len(self._warm.rounds) > r:
             _set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
             return
-        col, row = _statuses(self._highs, np.concatenate([self._top, self._lam_up]),
-                             self._row_up)
+        col, row = self._level_statuses()
         jobs = np.nonzero(frozen)[0]
         row[self._fair0 + jobs] = _BASIC
         s = self.s_idx[jobs]
         col[s[col[s] == _BASIC]] = _LOWER
         col[self.lam0 + np.nonzero(~live)[0]] = _LOWER
         _set_basis(self._highs, (col, row), True)  # HiGHS evens out the count
+
+    def _level_statuses(self) -> tuple[np.ndarray, np.ndarray]:
+        """The level instance's basis as status codes (`_statuses`)."""
+        return _statuses(self._highs, np.concatenate([self._top, self._lam_up]), self._row_up)
 
     def _restore(self, saved: SavedBasis, fill: tuple[np.ndarray, np.ndarray]
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -398,11 +401,8 @@ class SplitProgram:
         h = self._highs if which == "level" else self._throughput
         if h is None:
             return
-        if which == "level":
-            up = np.concatenate([self._top, self._lam_up]), self._row_up
-        else:
-            up = self._top, self._core[2]
-        kept = SavedBasis(self._keys, *_statuses(h, *up))
+        kept = SavedBasis(self._keys, *(self._level_statuses() if which == "level" else
+                                        _statuses(h, self._top, self._core[2])))
         if which == "throughput":
             self._warm.throughput = kept
         else:  # rounds run in order, so 0..r-1 are saved: replace round r or append it
