@@ -70,8 +70,11 @@ def test_throughput_lp_reaches_the_optimum_with_either_simplex(cluster, seed):
         prog._dense = dense
         got = prog.solve(np.zeros(n), floors, throughput=weights)
         assert np.all(got.steps >= floors - 1e-9)
-        assert math.isclose(weights @ got.steps, _reference_throughput(prog, floors, weights),
-                            rel_tol=1e-6, abs_tol=1e-9)
+        # Reaches the optimum; may pass it by what HiGHS's 1e-7 bound tolerance
+        # buys: a share of -1e-7 samples per B_j steps, at 10 s of GPU time
+        # per step's worth of samples, came out 1.1e-6 over it (seed 122).
+        ref = _reference_throughput(prog, floors, weights)
+        assert ref * (1 - 1e-6) - 1e-9 <= weights @ got.steps <= ref * (1 + 1e-5) + 1e-9
 
 
 def _reference_throughput(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray) -> float:
@@ -110,8 +113,11 @@ def test_throughput_lp_from_the_level_basis_reaches_the_optimum(cluster, seed):
         floors = np.where(held, res.steps * (1 - 1e-6), res.steps * rng.uniform(0, 1, n) * 0.999)
         got = prog.solve(np.zeros(n), floors, throughput=weights)
         assert np.all(got.steps >= floors - 1e-9)
-        assert math.isclose(weights @ got.steps, _reference_throughput(prog, floors, weights),
-                            rel_tol=1e-6, abs_tol=1e-9)
+        # Reaches the optimum; may pass it by what HiGHS's 1e-7 bound tolerance
+        # buys: a share of -1e-7 samples per B_j steps, at 10 s of GPU time
+        # per step's worth of samples, came out 1.1e-6 over it (seed 122).
+        ref = _reference_throughput(prog, floors, weights)
+        assert ref * (1 - 1e-6) - 1e-9 <= weights @ got.steps <= ref * (1 + 1e-5) + 1e-9
 
 
 @FAST
