@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from gpufair.common.errors import FailedPrecondition
 from gpufair.scheduler.policy import lp_matrix
 from gpufair.scheduler.policy.types import ClusterState
-from gpufair.scheduler.policy.warm import SavedBasis, WarmStart, carry, restore
+from gpufair.scheduler.policy.warm import Keys, SavedBasis, WarmStart, carry, restore
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +95,8 @@ class LpResult:
 
 def _statuses(h: highspy._Highs, col_up: np.ndarray, row_up: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
-    """The instance's basis as status codes (column, row), given the upper
-    bounds it solved with. Reading HiGHS's basis builds an enum object per
+    """The basis of a solved instance as status codes (column, row), given
+    the upper bounds it solved with. Reading HiGHS's basis builds an enum object per
     entry (~2.5 ms at 1,000 jobs on 2,048 GPUs); this reads the basic set
     and the solution as arrays: a nonbasic variable sits exactly on a bound,
     the upper one or else the lower one."""
@@ -204,10 +204,11 @@ class SplitProgram:
         self._warm = warm
         self._keys = lp_matrix.keys(rk, flex, big_b, [cluster.jobs[j].job for j in self.jobs],
                                     self.comp_of, mat.shape) if warm is not None else None
-        self._carried: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(old keys) -> carry()
+        self._carried: list[tuple[Keys, np.ndarray, np.ndarray]] = []  # old keys, carry()
         alien = warm is not None and bool(warm.rounds)
         start = self._restore(warm.rounds[0], self._basis) if alien else self._basis
         self._row_up, self._lam_up = row_up, np.full(self.n_comp, _LAM_MAX)
+        self._level_solved = False  # no water-filling round ran yet (none may: nothing active)
         self._highs = _load(mat, row_lo, row_up, np.concatenate([self._top, self._lam_up]),
                             _LEVEL_OPTIONS, start, alien)
         # The throughput LP: rows and columns before the demand rows and levels.
@@ -268,6 +269,7 @@ class SplitProgram:
                            np.zeros(self.n_comp), lam_up)
         self._lam_up = lam_up
         self.pivots["level"] += _run(h)
+        self._level_solved = True
         sol = h.getSolution()
         if np.any(lam_up[np.asarray(sol.col_value)[self.lam0:] <= 0] > 0):
             # A component with an active job always has some level > 0 left.
@@ -290,8 +292,11 @@ class SplitProgram:
         Dropping the levels and demand rows leaves one basic too many per
         held job beyond each component's level; those jobs' step rates
         (smallest duals first) go to their floors, which sit just under the
-        held rates. The share basis where that count does not work out."""
+        held rates. The share basis where that count does not work out, or
+        where no level LP was solved."""
         n = len(self.jobs)
+        if not self._level_solved:
+            return self._basis[0][:self.lam0], self._basis[1][:self._fair0]
         col, rows = self._level_statuses()
         col = col[:self.lam0]
         row = rows[:self._fair0]
@@ -357,9 +362,10 @@ class SplitProgram:
         re-solved every component: 1000 jobs kept inside 8-GPU nodes on 2,048
         GPUs, ~6,800 level pivots per warm decision, ~2,400 this way.
         Without it, from the last round's optimum with each frozen job's
-        step rate moved onto its new floor (its demand row, now empty, takes
-        its place in the basis) and each dead component's level onto 0
-        (same cluster, cold: 4,942 -> 2,248 pivots in round 2)."""
+        step rate moved onto its new floor (its demand row, whose level
+        coefficient is now 0, goes basic in its place) and each dead
+        component's level onto 0 (same cluster, cold: 4,942 -> 2,248 pivots
+        in round 2)."""
         if self._warm is not None and len(self._warm.rounds) > r:
             _set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
             return
@@ -379,10 +385,12 @@ class SplitProgram:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """`saved` mapped onto this program (`warm.carry`, once per saved
         program), `fill`'s statuses where it has no counterpart."""
-        key = id(saved.keys)  # `saved` keeps its keys alive, so the id stays theirs
-        if key not in self._carried:
-            self._carried[key] = carry(saved.keys, self._keys)
-        cols, rows = self._carried[key]
+        for keys, cols, rows in self._carried:  # at most one per round, usually one
+            if keys is saved.keys:
+                break
+        else:
+            cols, rows = carry(saved.keys, self._keys)
+            self._carried.append((saved.keys, cols, rows))
         return restore(saved, cols[:len(fill[0])], rows[:len(fill[1])], fill)
 
     def _throughput_options(self) -> tuple:

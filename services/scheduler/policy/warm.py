@@ -44,8 +44,9 @@ class Keys:
     rank_start: np.ndarray  # per job, its first rank; one more entry at the end
     rank_gpu: np.ndarray  # per rank, its dense GPU index
     rank_cols: np.ndarray  # per rank, its share column (-1: the job's split is fixed)
-    rank_rows: np.ndarray  # per rank, its cap row (-1: no cap binds)
-    job_cols: np.ndarray  # (jobs, 2): step-rate column; level column (its component's first job)
+    rank_rows: np.ndarray  # per rank, its cap row (-1: fixed split, or no cap binds)
+    job_cols: np.ndarray  # (jobs, 2): step-rate column; its component's level column (-1: not
+    #                       the component's first job, which stands for it)
     job_rows: np.ndarray  # (jobs, 2): batch row (-1: fixed split); demand row
     gpu_rows: np.ndarray  # per GPU, its row
     shape: tuple[int, int]  # rows, columns
