@@ -271,7 +271,8 @@ class SplitProgram:
         self.pivots["level"] += _run(h)
         self._level_solved = True
         sol = h.getSolution()
-        if np.any(lam_up[np.asarray(sol.col_value)[self.lam0:] <= 0] > 0):
+        x = np.asarray(sol.col_value)  # each read of a solution field copies it
+        if np.any(lam_up[x[self.lam0:] <= 0] > 0):
             # A component with an active job always has some level > 0 left.
             # Zero is a numerical failure (seen from a warm basis when one
             # component's demands span 1e12): solve again from the cold start.
@@ -279,7 +280,7 @@ class SplitProgram:
             _set_basis(h, self._basis)
             self.pivots["level"] += _run(h)
             sol = h.getSolution()
-        x = np.asarray(sol.col_value)
+            x = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
         # Back to the caller's units: lam = lam' / scale, and the objective
         # sum lam' weighs each component by its scale, so the duals too.
