@@ -41,7 +41,7 @@ from gpufair.scheduler.policy.warm import Keys, SavedBasis, WarmStart, carry, re
 logger = logging.getLogger(__name__)
 
 _LAM_MAX = 1e12  # HiGHS drops demand coefficients under 1e-9: keep lam bounded anyway
-_LEVEL_OPTIONS = (("simplex_strategy", 1),)  # dual simplex: warm starts stay valid
+_LEVEL_OPTIONS = (("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", 1))
 # The throughput LP unscaled (the columns are already in
 # comparable units; scaling saved pivots but cost 15-30 % time). With ~2 ranks
 # per GPU and more the basis fills in and the dual simplex's updates turn
