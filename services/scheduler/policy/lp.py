@@ -41,6 +41,12 @@ from gpufair.scheduler.policy.warm import Keys, SavedBasis, WarmStart, carry, re
 logger = logging.getLogger(__name__)
 
 _LAM_MAX = 1e12  # HiGHS drops demand coefficients under 1e-9: keep lam bounded anyway
+# The level LP: the dual simplex, so a basis stays valid while demands and
+# floors change; Devex pricing, not HiGHS's default (dual steepest edge): more
+# pivots but cheaper ones (1000 jobs on 2,048 GPUs, warm: ~730 -> ~960
+# level pivots a decision, decisions 110 -> 87 ms median). Where the LP is
+# degenerate it ends in another optimal basis, so a water-filling round may
+# freeze another set of jobs at the same optimum.
 _LEVEL_OPTIONS = (("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", 1))
 # The throughput LP unscaled (the columns are already in
 # comparable units; scaling saved pivots but cost 15-30 % time). With ~2 ranks
