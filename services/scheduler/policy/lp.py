@@ -19,8 +19,9 @@ name (`warm`) and completed by HiGHS as alien bases: 1000 jobs 8 GPUs wide
 on 4,096 GPUs, ~5,500 -> ~210 throughput pivots a period. A mapped basis
 can still be poor, so the warm throughput solve is capped
 (`_THROUGHPUT_WARM`) and falls back to the cold start. Warm starts and
-pivoting rules change the path, not the answer: every solve is an exact
-optimum of its LP.
+pivoting rules change the path, not the optimum: every solve is an exact
+optimum of its LP. Where an LP has several optima they can change which
+one a solve ends in, and with it which jobs water-filling freezes.
 """
 
 from __future__ import annotations
@@ -100,14 +101,17 @@ class LpResult:
 
 
 def _statuses(h: highspy._Highs, col_up: np.ndarray, row_up: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
+              ) -> tuple[np.ndarray, np.ndarray] | None:
     """The basis of a solved instance as status codes (column, row), given
-    the upper bounds it solved with. Reading HiGHS's basis builds an enum object per
-    entry (~2.5 ms at 1,000 jobs on 2,048 GPUs); this reads the basic set
-    and the solution as arrays: a nonbasic variable sits exactly on a bound,
-    the upper one or else the lower one."""
-    basic = h.getBasicVariables()[1]
+    the upper bounds it solved with; None without a solution to read.
+    Reading HiGHS's basis builds an enum object per entry (~2.5 ms at 1,000
+    jobs on 2,048 GPUs); this reads the basic set and the solution as
+    arrays: a nonbasic variable sits exactly on a bound, the upper one or
+    else the lower one."""
+    status, basic = h.getBasicVariables()
     sol = h.getSolution()
+    if status == highspy.HighsStatus.kError or not sol.value_valid:
+        return None
     col = np.where(np.asarray(sol.col_value) >= col_up, _UPPER, _LOWER)
     row = np.where(np.asarray(sol.row_value) >= row_up, _UPPER, _LOWER)
     col[basic[basic >= 0]] = _BASIC
@@ -302,10 +306,10 @@ class SplitProgram:
         held rates. The share basis where that count does not work out, or
         where no level LP was solved."""
         n = len(self.jobs)
-        if not self._level_solved:
+        statuses = self._level_statuses() if self._level_solved else None
+        if statuses is None:
             return self._basis[0][:self.lam0], self._basis[1][:self._fair0]
-        col, rows = self._level_statuses()
-        col = col[:self.lam0]
+        col, rows = statuses[0][:self.lam0], statuses[1]
         row = rows[:self._fair0]
         excess = int((col == _BASIC).sum() + (row == _BASIC).sum()) - self._fair0
         held = (rows[self._fair0:self._fair0 + n] != _BASIC) & (col[self.s_idx] == _BASIC)
@@ -376,7 +380,10 @@ class SplitProgram:
         if self._warm is not None and len(self._warm.rounds) > r:
             _set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
             return
-        col, row = self._level_statuses()
+        statuses = self._level_statuses()
+        if statuses is None:
+            return  # nothing solved to start from: HiGHS keeps what it has
+        col, row = statuses
         jobs = np.nonzero(frozen)[0]
         row[self._fair0 + jobs] = _BASIC
         s = self.s_idx[jobs]
@@ -384,7 +391,7 @@ class SplitProgram:
         col[self.lam0 + np.nonzero(~live)[0]] = _LOWER
         _set_basis(self._highs, (col, row), True)  # HiGHS evens out the count
 
-    def _level_statuses(self) -> tuple[np.ndarray, np.ndarray]:
+    def _level_statuses(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The level instance's basis as status codes (`_statuses`)."""
         return _statuses(self._highs, np.concatenate([self._top, self._lam_up]), self._row_up)
 
@@ -416,8 +423,11 @@ class SplitProgram:
         h = self._highs if which == "level" else self._throughput
         if h is None:
             return
-        kept = SavedBasis(self._keys, *(self._level_statuses() if which == "level" else
-                                        _statuses(h, self._top, self._core[2])))
+        statuses = self._level_statuses() if which == "level" else \
+            _statuses(h, self._top, self._core[2])
+        if statuses is None:
+            return
+        kept = SavedBasis(self._keys, *statuses)
         if which == "throughput":
             self._warm.throughput = kept
         else:  # rounds run in order, so 0..r-1 are saved: replace round r or append it
