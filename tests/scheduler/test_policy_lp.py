@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import ClusterState, JobState, RankState
-from gpufair.scheduler.policy import lp
+from gpufair.scheduler.policy import highs, lp
 from gpufair.scheduler.policy.components import find_components
 from gpufair.scheduler.policy.lp import SplitProgram
 
@@ -169,7 +169,7 @@ def test_infeasible_floors_are_a_failed_precondition_and_the_program_recovers():
 def test_a_stalled_throughput_solve_falls_back_to_the_defaults(monkeypatch, caplog):
     # The dense path turns off HiGHS's bound perturbation; a solve that hits the
     # stall cap must go on with the defaults and still reach the optimum.
-    caplog.set_level(logging.DEBUG, logger=lp.__name__)
+    caplog.set_level(logging.DEBUG, logger=highs.__name__)
     r = RankState
     cluster = ClusterState((
         JobState("a", 40, (r("g0", 20, 0.01, 0.01), r("g1", 20, 0.02)), 0, 1e4, 3.0),

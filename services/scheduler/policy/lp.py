@@ -1,5 +1,5 @@
 """The split LP of the jobs that need one (its matrix: `lp_matrix`), kept
-inside HiGHS and re-solved warm.
+inside HiGHS (`highs`) and re-solved warm.
 
 Successive level solves of one decision differ only in demand
 coefficients and floors, so the program is passed to HiGHS once and each
@@ -32,10 +32,8 @@ from typing import Sequence
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
-from gpufair.common.errors import FailedPrecondition
-from gpufair.scheduler.policy import lp_matrix
+from gpufair.scheduler.policy import highs, lp_matrix
 from gpufair.scheduler.policy.types import ClusterState
 from gpufair.scheduler.policy.warm import Keys, SavedBasis, WarmStart, carry, restore
 
@@ -71,19 +69,6 @@ _THROUGHPUT_SPARSE = (("simplex_strategy", 1), ("simplex_scale_strategy", 0),
 # it is abandoned for the cold start.
 _THROUGHPUT_WARM = (*_THROUGHPUT_DENSE[:1], ("simplex_scale_strategy", 2), *_THROUGHPUT_DENSE[2:])
 _WARM_PIVOTS_PER_ROW, _WARM_PIVOTS_MIN = 0.25, 50
-_STATUS = {int(v): v for v in highspy.HighsBasisStatus.__members__.values()}
-# Status code -> HiGHS enum, as an array: a basis of thousands converts in one
-# indexing step instead of a dict lookup per entry.
-_STATUS_OF = np.empty(max(_STATUS) + 1, dtype=object)
-_STATUS_OF[list(_STATUS)] = list(_STATUS.values())
-_BASIC, _LOWER = int(highspy.HighsBasisStatus.kBasic), int(highspy.HighsBasisStatus.kLower)
-_UPPER = int(highspy.HighsBasisStatus.kUpper)
-# HiGHS's defaults, for a solve that failed or stalled (see _STALL_PIVOTS).
-_FALLBACK_OPTIONS = (("simplex_strategy", 1), ("simplex_scale_strategy", 2),
-                     ("simplex_primal_edge_weight_strategy", -1),
-                     ("primal_simplex_bound_perturbation_multiplier", 1.0),
-                     ("simplex_iteration_limit", highspy.kHighsIInf))
-_ANSWERED = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kInfeasible)
 # Without bound perturbation a degenerate primal simplex could stall: cap its
 # pivots at this many per row and column (measured: under 1 per row) and fall
 # back to the defaults if it is reached.
@@ -98,91 +83,6 @@ class LpResult:
     shares: np.ndarray  # y_jk per splittable rank (see SplitProgram.rank_rates)
     levels: np.ndarray  # lam_c per component
     demand_duals: np.ndarray  # per listed job (<= 0), 0 where it had no demand
-
-
-def _statuses(h: highspy._Highs, col_up: np.ndarray, row_up: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The basis of a solved instance as status codes (column, row), given
-    the upper bounds it solved with; None without a solution to read.
-    Reading HiGHS's basis builds an enum object per entry (~2.5 ms at 1,000
-    jobs on 2,048 GPUs); this reads the basic set and the solution as
-    arrays: a nonbasic variable sits exactly on a bound, the upper one or
-    else the lower one."""
-    status, basic = h.getBasicVariables()
-    sol = h.getSolution()
-    if status == highspy.HighsStatus.kError or not sol.value_valid:
-        return None
-    col = np.where(np.asarray(sol.col_value) >= col_up, _UPPER, _LOWER)
-    row = np.where(np.asarray(sol.row_value) >= row_up, _UPPER, _LOWER)
-    col[basic[basic >= 0]] = _BASIC
-    row[-1 - basic[basic < 0]] = _BASIC
-    return col, row
-
-
-def _load(mat: sp.csc_matrix, row_lo: np.ndarray, row_up: np.ndarray, col_up: np.ndarray,
-          options: tuple, basis: tuple[np.ndarray, np.ndarray], alien: bool) -> highspy._Highs:
-    """A silent single-threaded HiGHS instance holding the LP (zero costs,
-    columns in [0, col_up]) and starting from `basis` (column, row status
-    codes; `alien`: not known to be a basis, see `_set_basis`)."""
-    # The bare binding: highspy.Highs prints a banner to stdout on first
-    # use (it would corrupt `--json` output) and runs each solve in a thread.
-    h = highspy._Highs()
-    for key, value in (("output_flag", False), ("threads", 1), ("presolve", "off"), *options):
-        h.setOptionValue(key, value)
-    n_col, n_row = mat.shape[1], mat.shape[0]
-    # The array form: filling a HighsLp's fields copies each through a list (~2 ms).
-    zeros = np.zeros(n_col)
-    status = h.passModel(n_col, n_row, mat.nnz, int(highspy.MatrixFormat.kColwise),
-                         int(highspy.ObjSense.kMinimize), 0.0, zeros, zeros, col_up, row_lo,
-                         row_up, mat.indptr.astype(np.int32), mat.indices.astype(np.int32),
-                         mat.data.astype(float), np.zeros(n_col, dtype=np.int32))  # continuous
-    if status == highspy.HighsStatus.kError:
-        raise FailedPrecondition("sd-maxmin: HiGHS rejected the split LP")
-    _set_basis(h, basis, alien)
-    return h
-
-
-def _set_basis(h: highspy._Highs, basis: tuple[np.ndarray, np.ndarray],
-               alien: bool = False) -> None:
-    """Make `basis` (column, row status codes) the next solve's start. An
-    `alien` one (mapped from another decision's LP by `warm.restore`) may have
-    the wrong number of basic variables or a singular set: HiGHS completes it."""
-    start = highspy.HighsBasis()
-    start.col_status = _STATUS_OF[basis[0]].tolist()
-    start.row_status = _STATUS_OF[basis[1]].tolist()
-    start.valid = True
-    start.alien = alien
-    if h.setBasis(start) == highspy.HighsStatus.kError:  # then HiGHS starts from slacks
-        logger.warning("sd-maxmin: HiGHS rejected the starting basis")
-
-
-def _run(h: highspy._Highs) -> int:
-    """Solve from the last basis. If that ends without an answer (the tuned
-    primal simplex can stall in phase 1 from a primal-infeasible warm basis:
-    2 solves in the scheduler benchmark's simulations), go on from where it
-    stopped with HiGHS's default simplex, then once more from scratch.
-    FailedPrecondition if the LP has no optimum. Returns the pivots taken."""
-    h.run()
-    pivots = h.getInfo().simplex_iteration_count
-    status = h.getModelStatus()
-    if status not in _ANSWERED:
-        logger.debug("sd-maxmin: LP solve ended %s; going on with the default simplex",
-                     h.modelStatusToString(status))
-        for key, value in _FALLBACK_OPTIONS:
-            h.setOptionValue(key, value)
-        h.run()
-        pivots += h.getInfo().simplex_iteration_count
-        status = h.getModelStatus()
-    if status not in _ANSWERED:
-        logger.warning("sd-maxmin: LP solve ended %s; solving cold",
-                       h.modelStatusToString(status))
-        h.clearSolver()
-        h.run()
-        pivots += h.getInfo().simplex_iteration_count
-        status = h.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise FailedPrecondition(f"sd-maxmin LP failed: {h.modelStatusToString(status)}")
-    return pivots
 
 
 class SplitProgram:
@@ -210,7 +110,7 @@ class SplitProgram:
         self._delta = np.zeros(n)  # demand coefficients HiGHS holds now
         self._cost = np.zeros(self.n_var)  # and its objective
         self._basis = lp_matrix.share_basis(rk, flex, mat.shape, self._fair0 - int(flex.sum()),
-                                            _BASIC, _LOWER)
+                                            highs.BASIC, highs.LOWER)
         self._warm = warm
         self._keys = lp_matrix.keys(rk, flex, big_b, [cluster.jobs[j].job for j in self.jobs],
                                     self.comp_of, mat.shape) if warm is not None else None
@@ -219,7 +119,7 @@ class SplitProgram:
         start = self._restore(warm.rounds[0], self._basis) if alien else self._basis
         self._row_up, self._lam_up = row_up, np.full(self.n_comp, _LAM_MAX)
         self._level_solved = False  # no water-filling round ran yet (none may: nothing active)
-        self._highs = _load(mat, row_lo, row_up, np.concatenate([self._top, self._lam_up]),
+        self._highs = highs.load(mat, row_lo, row_up, np.concatenate([self._top, self._lam_up]),
                             _LEVEL_OPTIONS, start, alien)
         # The throughput LP: rows and columns before the demand rows and levels.
         self._core = mat[:self._fair0, :self.lam0], row_lo[:self._fair0], row_up[:self._fair0]
@@ -278,7 +178,7 @@ class SplitProgram:
         h.changeColsBounds(self.n_comp, (self.lam0 + np.arange(self.n_comp)).astype(np.int32),
                            np.zeros(self.n_comp), lam_up)
         self._lam_up = lam_up
-        self.pivots["level"] += _run(h)
+        self.pivots["level"] += highs.run(h)
         self._level_solved = True
         sol = h.getSolution()
         x = np.asarray(sol.col_value)  # each read of a solution field copies it
@@ -287,8 +187,8 @@ class SplitProgram:
             # Zero is a numerical failure (seen from a warm basis when one
             # component's demands span 1e12): solve again from the cold start.
             logger.debug("sd-maxmin: level LP returned a zero level; solving from the cold basis")
-            _set_basis(h, self._basis)
-            self.pivots["level"] += _run(h)
+            highs.set_basis(h, self._basis)
+            self.pivots["level"] += highs.run(h)
             sol = h.getSolution()
             x = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
@@ -311,13 +211,13 @@ class SplitProgram:
             return self._basis[0][:self.lam0], self._basis[1][:self._fair0]
         col, rows = statuses[0][:self.lam0], statuses[1]
         row = rows[:self._fair0]
-        excess = int((col == _BASIC).sum() + (row == _BASIC).sum()) - self._fair0
-        held = (rows[self._fair0:self._fair0 + n] != _BASIC) & (col[self.s_idx] == _BASIC)
+        excess = int((col == highs.BASIC).sum() + (row == highs.BASIC).sum()) - self._fair0
+        held = (rows[self._fair0:self._fair0 + n] != highs.BASIC) & (col[self.s_idx] == highs.BASIC)
         if excess < 0 or excess > held.sum():
             return self._basis[0][:self.lam0], self._basis[1][:self._fair0]
         dual = np.abs(np.asarray(self._highs.getSolution().row_dual)[self._fair0:self._fair0 + n])
         jobs = np.nonzero(held)[0]
-        col[self.s_idx[jobs[np.argsort(dual[jobs], kind="stable")[:excess]]]] = _LOWER
+        col[self.s_idx[jobs[np.argsort(dual[jobs], kind="stable")[:excess]]]] = highs.LOWER
         return col, row
 
     def _max_throughput(self, floors: np.ndarray, throughput: np.ndarray) -> LpResult:
@@ -326,7 +226,7 @@ class SplitProgram:
         if self._throughput is None:
             saved = self._warm.throughput if self._warm is not None else None
             if saved is None:
-                self._throughput = _load(*self._core, self._top, self._throughput_options(),
+                self._throughput = highs.load(*self._core, self._top, self._throughput_options(),
                                          self._level_basis(), False)
             else:
                 # Unknown names take the share basis's statuses, which need
@@ -334,7 +234,7 @@ class SplitProgram:
                 # ran 2x the cold solve's time).
                 start = self._restore(saved, (self._basis[0][:self.lam0],
                                               self._basis[1][:self._fair0]))
-                self._throughput = _load(*self._core, self._top, _THROUGHPUT_WARM, start, True)
+                self._throughput = highs.load(*self._core, self._top, _THROUGHPUT_WARM, start, True)
                 warm_first = True
         h, n = self._throughput, len(self.jobs)
         cost = np.zeros(self.lam0)
@@ -342,7 +242,7 @@ class SplitProgram:
         h.changeColsCost(self.lam0, np.arange(self.lam0, dtype=np.int32), cost)
         h.changeColsBounds(n, self.s_idx.astype(np.int32), floors, self._top[self.s_idx])
         if not (warm_first and self._solved_warm(h)):
-            self.pivots["throughput"] += _run(h)
+            self.pivots["throughput"] += highs.run(h)
         x = np.asarray(h.getSolution().col_value)
         return LpResult(x[self.s_idx], x[:self.lam0 - n], np.zeros(self.n_comp), np.zeros(n))
 
@@ -361,7 +261,7 @@ class SplitProgram:
         if not solved:
             logger.debug("sd-maxmin: leftover LP unsolved after %d pivots from the last "
                          "decision's basis; starting cold", pivots)
-            _set_basis(h, self._level_basis())
+            highs.set_basis(h, self._level_basis())
         return solved
 
     def start_round(self, r: int, frozen: np.ndarray, live: np.ndarray) -> None:
@@ -378,22 +278,22 @@ class SplitProgram:
         component's level onto 0 (same cluster, cold: 4,942 -> 2,248 pivots
         in round 2)."""
         if self._warm is not None and len(self._warm.rounds) > r:
-            _set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
+            highs.set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
             return
         statuses = self._level_statuses()
         if statuses is None:
             return  # nothing solved to start from: HiGHS keeps what it has
         col, row = statuses
         jobs = np.nonzero(frozen)[0]
-        row[self._fair0 + jobs] = _BASIC
+        row[self._fair0 + jobs] = highs.BASIC
         s = self.s_idx[jobs]
-        col[s[col[s] == _BASIC]] = _LOWER
-        col[self.lam0 + np.nonzero(~live)[0]] = _LOWER
-        _set_basis(self._highs, (col, row), True)  # HiGHS evens out the count
+        col[s[col[s] == highs.BASIC]] = highs.LOWER
+        col[self.lam0 + np.nonzero(~live)[0]] = highs.LOWER
+        highs.set_basis(self._highs, (col, row), True)  # HiGHS evens out the count
 
     def _level_statuses(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The level instance's basis as status codes (`_statuses`)."""
-        return _statuses(self._highs, np.concatenate([self._top, self._lam_up]), self._row_up)
+        """The level instance's basis as status codes (`highs.statuses`)."""
+        return highs.statuses(self._highs, np.concatenate([self._top, self._lam_up]), self._row_up)
 
     def _restore(self, saved: SavedBasis, fill: tuple[np.ndarray, np.ndarray]
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -424,7 +324,7 @@ class SplitProgram:
         if h is None:
             return
         statuses = self._level_statuses() if which == "level" else \
-            _statuses(h, self._top, self._core[2])
+            highs.statuses(h, self._top, self._core[2])
         if statuses is None:
             return
         kept = SavedBasis(self._keys, *statuses)
