@@ -327,7 +327,8 @@ def test_a_warm_leftover_solve_over_its_pivot_cap_restarts_cold(monkeypatch, cap
 def test_a_cold_second_round_starts_from_the_frozen_jobs_floors(monkeypatch, seed):
     # Jobs inside 8-GPU nodes: many small components, most of them with a
     # job left for round 2. From round 1's optimum as it stands, each frozen
-    # job's emptied demand row must first pivot its step rate out.
+    # job's demand row (its level coefficient now 0) must first pivot its
+    # step rate out.
     cluster = synthetic_cluster(200, 400, seed, node=8)
     excl = np.array([exclusive_rate(j) for j in cluster.jobs])
     crafted = WarmStart()
