@@ -120,7 +120,7 @@ class SplitProgram:
         self._row_up, self._lam_up = row_up, np.full(self.n_comp, _LAM_MAX)
         self._level_solved = False  # no water-filling round ran yet (none may: nothing active)
         self._highs = highs.load(mat, row_lo, row_up, np.concatenate([self._top, self._lam_up]),
-                            _LEVEL_OPTIONS, start, alien)
+                                 _LEVEL_OPTIONS, start, alien)
         # The throughput LP: rows and columns before the demand rows and levels.
         self._core = mat[:self._fair0, :self.lam0], row_lo[:self._fair0], row_up[:self._fair0]
         self._dense = len(rk.gpu) >= _DENSE_RANKS_PER_GPU * (int(rk.gpu.max(initial=-1)) + 1)
@@ -226,8 +226,9 @@ class SplitProgram:
         if self._throughput is None:
             saved = self._warm.throughput if self._warm is not None else None
             if saved is None:
-                self._throughput = highs.load(*self._core, self._top, self._throughput_options(),
-                                         self._level_basis(), False)
+                self._throughput = highs.load(*self._core, self._top,
+                                              self._throughput_options(), self._level_basis(),
+                                              False)
             else:
                 # Unknown names take the share basis's statuses, which need
                 # nothing else (filled from the level basis, some warm starts
