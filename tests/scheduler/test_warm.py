@@ -35,14 +35,18 @@ def _warm_and_cold_one_period_on(before: ClusterState, n_gpus: int, seed: int,
     return warm.pivots["throughput"], cold.pivots["throughput"]
 
 
-def _keys(cluster: ClusterState, comp_of: list[int]) -> Keys:
-    """The keys of the split LP over all of `cluster`'s jobs."""
+def _keyed_matrix(cluster: ClusterState, comp_of) -> tuple[Keys, np.ndarray]:
+    """The keys and the (dense) matrix of the split LP over all of `cluster`'s jobs."""
     flex = np.array([j.splittable for j in cluster.jobs], dtype=bool)
     big_b = np.array([j.global_batch for j in cluster.jobs], dtype=float)
     rk = lp_matrix.gather(cluster, range(len(cluster.jobs)), flex)
     comp = np.asarray(comp_of, dtype=int)
-    mat = lp_matrix.assemble(rk, flex, big_b, int(comp.max()) + 1)[0]
-    return lp_matrix.keys(rk, flex, big_b, [j.job for j in cluster.jobs], comp, mat.shape)
+    mat = lp_matrix.assemble(rk, flex, big_b, int(comp.max()) + 1)[0].toarray()
+    return lp_matrix.keys(rk, flex, big_b, [j.job for j in cluster.jobs], comp, mat.shape), mat
+
+
+def _keys(cluster: ClusterState, comp_of) -> Keys:
+    return _keyed_matrix(cluster, comp_of)[0]
 
 
 def _named(k: Keys) -> tuple[dict, dict]:
@@ -82,12 +86,9 @@ def _saved(k: Keys, cols: dict, rows: dict) -> SavedBasis:
 def test_keys_name_the_matrix_columns_and_rows_they_point_at(cluster, pair):
     n = len(cluster.jobs)
     comp = np.arange(n) // 2 if pair else np.arange(n)
+    k, mat = _keyed_matrix(cluster, comp)
     flex = np.array([j.splittable for j in cluster.jobs], dtype=bool)
-    big_b = np.array([j.global_batch for j in cluster.jobs], dtype=float)
-    rk = lp_matrix.gather(cluster, range(n), flex)
-    mat = lp_matrix.assemble(rk, flex, big_b, int(comp.max()) + 1)[0].toarray()
-    k = lp_matrix.keys(rk, flex, big_b, [j.job for j in cluster.jobs], comp, mat.shape)
-    n_y = int(flex[rk.owner].sum())
+    n_y = int(sum(len(j.ranks) for j in cluster.jobs if j.splittable))
     for j, job in enumerate(cluster.jobs):
         s, demand = k.job_cols[j, 0], k.job_rows[j, 1]
         assert mat[demand, s] == -1 and np.count_nonzero(mat[demand]) == 1
