@@ -2,11 +2,15 @@
 job mixes, and decision time against cluster size.
 
     .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
-        [--workloads 1,2] [--placements least-loaded,packed,random] [--gpus 32]
+        [--colocation FILE] [--gpu-types k80,p100] [--workloads 1,2,my-mix.csv]
+        [--placements least-loaded,packed,random] [--gpus 32]
         [--speedup 8] [--max-replicas 16] [--plots DIR] [--no-rate]
         [--skip-sim] [--skip-timing] [--quick] [--repeat 5] [--periods 10]
 
 Ratios are against `even` measured in the same run under the same placement.
+Every GPU type in the co-location file is simulated unless `--gpu-types`
+names some; a workload is N (`<data>/workloads/adaptdl-workload-N.csv`) or a
+trace file in either format `gpufair sim` reads.
 `sd-maxmin[rate]` (skipped with --no-rate) is sd-maxmin with
 `maxmin_objective="rate"` (equal normalised speeds now); in the timing table,
 `sd-maxmin[plan]` is sd-maxmin without realising its plan (`realise_evals=0`),
@@ -33,8 +37,8 @@ from gpufair.scheduler.policy import (PolicyConfig, WarmStart, decide, even_spli
                                       policy_names, solve_maxmin)
 from gpufair.scheduler.policy.components import find_components
 from gpufair.scheduler.policy.realise import badness
-from gpufair.scheduler.sim import (SimConfig, Simulator, check_placement, load_colocation,
-                                   load_workload, placement_names, simulate)
+from gpufair.scheduler.sim import (SimConfig, Simulator, check_placement, gpu_types,
+                                   load_colocation, load_workload, placement_names, simulate)
 from gpufair.scheduler.sim.plots import plot_runs
 from gpufair.scheduler.sim.synthetic import next_period, synthetic_cluster
 
@@ -49,6 +53,26 @@ def mixes(trace, max_replicas: int, speedup: float, seed: int):
     multi = tuple(j for j in jobs if j.num_gpus > 1 or keep[j.job])
     single = tuple(j for j in jobs if j.num_gpus == 1 or keep[j.job])
     return {"multi-GPU": multi, "1-GPU": single}
+
+
+def traces(args):
+    """(label, seed, trace) per `--workloads` entry: N names the shared
+    AdaptDL mix N ("wN", seed N), anything else a trace file (its name, seed
+    = its position)."""
+    for pos, item in enumerate(args.workloads.split(","), 1):
+        if item.isdigit():
+            path = Path(args.data) / "workloads" / f"adaptdl-workload-{item}.csv"
+            yield f"w{item}", int(item), load_workload(path)
+        else:
+            yield Path(item).stem, pos, load_workload(item)
+
+
+def colocations(args):
+    """(GPU type, model) per type `--gpu-types` names, default every type in the file."""
+    path = args.colocation or Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
+    names = args.gpu_types.split(",") if args.gpu_types else gpu_types(path)
+    for gpu_type in names:
+        yield gpu_type, load_colocation(path, gpu_type)
 
 
 def variants(with_rate: bool = True) -> list[tuple[str, str, PolicyConfig]]:
@@ -66,7 +90,7 @@ HEAD = (f"{'place':<12} {'gpu':<4} {'wl':<3} {'mix':<9} {'policy':<15} {'max_sd'
 def row(key: tuple[str, str, str, str], label: str, s: dict, base: dict, best: dict) -> str:
     """One table line: absolute figures, then ratios against `even` and sd-maxmin."""
     place, gpu_type, w, mix = key
-    return (f"{place:<12} {gpu_type:<4} {'w' + w:<3} {mix:<9} {label:<15} {s['max_sd']:>7.2f} "
+    return (f"{place:<12} {gpu_type:<4} {w:<3} {mix:<9} {label:<15} {s['max_sd']:>7.2f} "
             f"{s['mean_sd']:>7.2f} {s['max_run_sd']:>7.2f} {s['mean_run_sd']:>7.2f} "
             f"{s['gpu_util']:>6.1%} {1 - s['max_sd'] / base['max_sd']:>+7.1%} "
             f"{1 - s['max_run_sd'] / base['max_run_sd']:>+7.1%} "
@@ -97,7 +121,7 @@ def verdicts(cells: dict[tuple[str, str, str, str], dict[str, dict]]) -> None:
         else:
             verdict = " ".join(["SD:met" if cut >= 0.6 else "SD:no",
                                 "util:met" if gain >= 0.25 else "util:no"])
-        print(f"{place:<12} {gpu_type:<4} {'w' + w:<3} {mix:<9} {base['gpu_util']:>8.1%} "
+        print(f"{place:<12} {gpu_type:<4} {w:<3} {mix:<9} {base['gpu_util']:>8.1%} "
               f"{base['uneven_share']:>6.0%} {w_gpus:>5} {w_wait:>5.0%} {cut:>+7.1%} {run_cut:>+7.1%} {gain:>+6.1%}  "
               f"{verdict}")
 
@@ -122,17 +146,14 @@ def placement_summary(cells: dict[tuple[str, str, str, str], dict[str, dict]]) -
 
 def run_sims(args) -> None:
     """Every placement x GPU type x workload x mix x policy; ratios per cell."""
-    colo_path = Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
     cells: dict[tuple[str, str, str, str], dict[str, dict]] = {}
     print(HEAD)
     for place in args.placements.split(","):
-        for gpu_type in ("k80", "p100"):
-            colo = load_colocation(colo_path, gpu_type)
-            for w in args.workloads.split(","):
-                trace = load_workload(Path(args.data) / "workloads" / f"adaptdl-workload-{w}.csv")
-                for mix, jobs in mixes(trace, args.max_replicas, args.speedup, int(w)).items():
+        for gpu_type, colo in colocations(args):
+            for w, seed, trace in traces(args):
+                for mix, jobs in mixes(trace, args.max_replicas, args.speedup, seed).items():
                     results = {label: simulate(colo, jobs, SimConfig(
-                        args.gpus, p, seed=int(w), placement=place, policy_config=cfg))
+                        args.gpus, p, seed=seed, placement=place, policy_config=cfg))
                         for label, p, cfg in variants(args.with_rate)}
                     summ = {label: r.summary() for label, r in results.items()}
                     key = (place, gpu_type, w, mix)
@@ -143,7 +164,7 @@ def run_sims(args) -> None:
                     if args.plots:
                         Path(args.plots).mkdir(parents=True, exist_ok=True)
                         plot_runs(list(results.values())[:len(policy_names())],
-                                  Path(args.plots) / f"{place}-{gpu_type}-w{w}-{mix}.png")
+                                  Path(args.plots) / f"{place}-{gpu_type}-{w}-{mix}.png")
     verdicts(cells)
     placement_summary(cells)
 
@@ -156,16 +177,13 @@ def run_decisions(args) -> None:
     even split, the LP's proportions rounded (realise_evals=0), the realised
     splits (the policy's choice), against the LP bound. Ratios of the largest
     predicted SD, averaged over those decisions."""
-    colo_path = Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
     place = args.placements.split(",")[0]
     print(f"\nper decision, max predicted SD under time-slicing ({place}; means over decisions "
           f"where a multi-GPU job shares a GPU)\n{'gpu':<4} {'wl':<3} {'mix':<9} {'n':>5} "
           f"{'plan/even':>9} {'real/even':>9} {'real<even':>9} {'real>even':>9} {'real/bound':>10}")
-    for gpu_type in ("k80", "p100"):
-        colo = load_colocation(colo_path, gpu_type)
-        for w in args.workloads.split(","):
-            trace = load_workload(Path(args.data) / "workloads" / f"adaptdl-workload-{w}.csv")
-            for mix, jobs in mixes(trace, args.max_replicas, args.speedup, int(w)).items():
+    for gpu_type, colo in colocations(args):
+        for w, seed, trace in traces(args):
+            for mix, jobs in mixes(trace, args.max_replicas, args.speedup, seed).items():
                 rows = []
 
                 def score(cluster, decisions, rows=rows):
@@ -180,15 +198,15 @@ def run_decisions(args) -> None:
                     rows.append((sd["plan"] / sd["even"], sd["real"] / sd["even"],
                                  sd["real"] / solve_maxmin(cluster).max_sd))
 
-                Simulator(colo, jobs, SimConfig(args.gpus, "sd-maxmin", seed=int(w), placement=place),
+                Simulator(colo, jobs, SimConfig(args.gpus, "sd-maxmin", seed=seed, placement=place),
                           on_decision=score).run()
                 if not rows:
-                    print(f"{gpu_type:<4} {'w' + w:<3} {mix:<9} {0:>5}  (nothing shared)")
+                    print(f"{gpu_type:<4} {w:<3} {mix:<9} {0:>5}  (nothing shared)")
                     continue
                 plan, real, gap = (sum(c) / len(rows) for c in zip(*rows))
                 better = sum(r[1] < 0.99 for r in rows) / len(rows)
                 worse = sum(r[1] > 1.01 for r in rows) / len(rows)
-                print(f"{gpu_type:<4} {'w' + w:<3} {mix:<9} {len(rows):>5} {plan:>9.3f} {real:>9.3f} "
+                print(f"{gpu_type:<4} {w:<3} {mix:<9} {len(rows):>5} {plan:>9.3f} {real:>9.3f} "
                       f"{better:>9.0%} {worse:>9.0%} {gap:>10.3f}")
                 sys.stdout.flush()
 
@@ -249,7 +267,12 @@ def run_timing(args) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
-    ap.add_argument("--workloads", default="1,2,3,4")
+    ap.add_argument("--colocation", default=None,
+                    help="Gavel-format co-location JSON (default: the shared k80/p100 file)")
+    ap.add_argument("--gpu-types", default=None,
+                    help="GPU types to simulate, comma-separated (default: every type in the file)")
+    ap.add_argument("--workloads", default="1,2,3,4",
+                    help="AdaptDL mix numbers and/or trace files, comma-separated")
     ap.add_argument("--gpus", type=int, default=32)
     ap.add_argument("--speedup", type=float, default=8.0, help="divide arrival times by this")
     ap.add_argument("--max-replicas", type=int, default=16)
@@ -286,6 +309,6 @@ def main() -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except GpufairError as exc:  # e.g. no reference data at --data: one line, not a traceback
-        print(f"run_bench: {exc} (point --data at the shared reference data folder)", file=sys.stderr)
+    except GpufairError as exc:  # bad input files: one line, not a traceback
+        print(f"run_bench: {exc}", file=sys.stderr)
         sys.exit(2)

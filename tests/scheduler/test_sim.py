@@ -9,8 +9,8 @@ import pytest
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import policy_names
-from gpufair.scheduler.sim import (SimConfig, Simulator, load_colocation, load_workload,
-                                   parse_workload, simulate)
+from gpufair.scheduler.sim import (SimConfig, Simulator, gpu_types, load_colocation,
+                                   load_workload, parse_workload, simulate)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "scheduler"
 COLO = FIX / "gavel-colocation-subset.json"
@@ -111,6 +111,19 @@ def test_unrunnable_models_are_unknown(k80):
     assert "ResNet-50 (batch size 128)" not in k80.costs
     with pytest.raises(InvalidArgument, match="'v100'.*k80, p100"):
         load_colocation(COLO, "v100")
+
+
+def test_gpu_types_lists_what_a_file_measures(tmp_path):
+    assert gpu_types(COLO) == ("k80", "p100")
+    # Another vendor's file: types are whatever its top level names.
+    other = tmp_path / "other.json"
+    other.write_text('{"a100": {"(\'ResNet-18 (batch size 128)\', 1)": {"null": 9.5}}, '
+                     '"notes": "measured 2026"}')
+    assert gpu_types(other) == ("a100",)
+    assert load_colocation(other, "a100").cost("ResNet-18 (batch size 128)").profiled_batch == 128
+    other.write_text("[1, 2]")
+    with pytest.raises(InvalidArgument, match="not a GPU type"):
+        gpu_types(other)
 
 
 def test_pairs_extend_to_more_neighbours(k80):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufair.scheduler.sim.colocation import Colocation, ModelCost, load_colocation
+from gpufair.scheduler.sim.colocation import Colocation, ModelCost, gpu_types, load_colocation
 from gpufair.scheduler.sim.engine import SimConfig, Simulator
 from gpufair.scheduler.sim.placement import (DEFAULT_PLACEMENT, check_placement, choose_gpus,
                                              placement_names)
@@ -27,5 +27,5 @@ def simulate_files(colocation_path: str | Path, gpu_type: str, workload_path: st
 
 __all__ = ["ADAPTDL_MODELS", "DEFAULT_PLACEMENT", "Colocation", "JobResult", "ModelCost",
            "SimConfig", "SimResult", "Simulator", "TraceJob", "check_placement", "choose_gpus",
-           "load_colocation", "load_workload", "parse_workload", "placement_names", "simulate",
-           "simulate_files"]
+           "gpu_types", "load_colocation", "load_workload", "parse_workload", "placement_names",
+           "simulate", "simulate_files"]

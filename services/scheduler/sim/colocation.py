@@ -106,14 +106,26 @@ def _fit_costs(isolated: dict[str, float]) -> dict[str, ModelCost]:
     return out
 
 
-def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
-    """Read a Gavel-format file and build the model for `gpu_type`."""
+def _read(path: str | Path) -> object:
     try:
-        raw = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except OSError as e:
         raise InvalidArgument(f"cannot read co-location file {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise InvalidArgument(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+
+
+def gpu_types(path: str | Path) -> tuple[str, ...]:
+    """The GPU types a Gavel-format file measures, in file order."""
+    raw = _read(path)
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{path}: not a GPU type -> measurements object")
+    return tuple(k for k, v in raw.items() if isinstance(v, dict))
+
+
+def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
+    """Read a Gavel-format file and build the model for `gpu_type`."""
+    raw = _read(path)
     if not isinstance(raw, dict) or gpu_type not in raw:
         types = ", ".join(sorted(raw)) if isinstance(raw, dict) else "none"
         raise InvalidArgument(f"GPU type {gpu_type!r} not in {path} (has: {types})")
