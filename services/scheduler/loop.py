@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import math
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -26,6 +29,25 @@ logger = logging.getLogger(__name__)
 class RoundResult:
     record: dict  # the Decision as stored for "explain"
     written: int
+
+
+# The round's record holds every job's explanation, ~425 bytes a job: as
+# plain JSON, ~3,700 jobs would pass etcd's 1.5 MiB request limit, and every
+# round writes it into etcd's history. Compressed it is ~5x smaller.
+_PACKED = "zlib_b64"
+
+
+def pack_record(record: dict) -> dict:
+    """The decision record as stored in etcd: compressed JSON."""
+    raw = json.dumps(record, separators=(",", ":")).encode()
+    return {_PACKED: base64.b64encode(zlib.compress(raw, 6)).decode("ascii")}
+
+
+def unpack_record(value: dict) -> dict:
+    """The record `pack_record` stored (or a plain one, as earlier versions wrote)."""
+    if _PACKED not in value:
+        return value
+    return json.loads(zlib.decompress(base64.b64decode(value[_PACKED])))
 
 
 def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:
@@ -122,11 +144,11 @@ class DecisionLoop:
         summary = (f"{settings.name}: {len(decisions)} jobs decided, {written} re-split; "
                    f"max SD {max(sds, default=0):.2f}, mean SD {sum(sds) / len(sds) if sds else 0:.2f}")
         record = {"policy": settings.name, "decided_unix_s": self._clock(), "duration_s": duration, "summary": summary, "jobs": parts}
-        await self._state.put(self._keys.decision(), record)
+        await self._state.put(self._keys.decision(), pack_record(record))
         self.rounds += 1
         return RoundResult(record, written)
 
     async def last_decision(self) -> dict | None:
         """The latest round as stored in etcd (any replica can explain it)."""
         stored = await self._state.get(self._keys.decision())
-        return None if stored is None else stored.value
+        return None if stored is None else unpack_record(stored.value)
