@@ -152,3 +152,148 @@ spec:
     assert p.step("a").datasets == ("s3://b/one", "s3://b/two")
     assert p.step("b").depends_on == ("a",) and p.step("c").depends_on == ("a",)
     assert p.step("c").datasets == ("s3://b/default",)
+
+
+ARGO = "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec:\n"
+
+
+def test_argo_entrypoint_inputs_take_the_workflow_arguments() -> None:
+    # KFP v1: pipeline parameters reach every task through the entrypoint's inputs.
+    text = ARGO + """  entrypoint: pipe
+  arguments:
+    parameters:
+    - {name: train, value: 's3://data/train.csv'}
+    - {name: fixed, value: 's3://data/ignored'}
+  templates:
+  - name: pipe
+    inputs:
+      parameters:
+      - {name: train}
+      - {name: fixed, value: 's3://data/fixed'}
+    dag:
+      tasks:
+      - name: prep
+        template: prep
+        arguments:
+          parameters:
+          - {name: src, value: '{{inputs.parameters.train}}'}
+          - {name: other, value: '{{inputs.parameters.fixed}}'}
+  - name: prep
+    inputs:
+      parameters:
+      - {name: src}
+      - {name: other}
+    container: {image: x, args: ['{{inputs.parameters.src}}', '{{inputs.parameters.other}}']}
+"""
+    p = parse_pipeline(text, "p.yaml")
+    assert p.step("prep").datasets == ("s3://data/train.csv", "s3://data/fixed")
+    assert p.unresolved == ()
+    over = parse_pipeline(text, "p.yaml", parameters={"train": "s3://data/other.csv"})
+    assert over.step("prep").datasets[0] == "s3://data/other.csv"
+
+
+def test_argo_recursion_is_planned_once_with_a_note() -> None:
+    # KFP v1 recursion: a group calls itself under a condition decided at run time.
+    text = ARGO + """  entrypoint: flip
+  templates:
+  - name: flip
+    dag:
+      tasks:
+      - {name: toss, template: toss}
+      - {name: again, template: cond, dependencies: [toss]}
+  - name: cond
+    dag:
+      tasks:
+      - {name: flip, template: flip, when: '{{tasks.toss.outputs.result}} == heads'}
+  - {name: toss, container: {image: x, args: ['s3://coins/c']}}
+"""
+    p = parse_pipeline(text, "p.yaml")
+    assert [s.name for s in p.steps] == ["toss", "again", "again/flip"]
+    assert p.step("toss").datasets == ("s3://coins/c",)
+    notes = [u for u in p.unresolved if u.step == "again/flip"]
+    assert len(notes) == 1 and "calls itself" in notes[0].reason
+
+
+def test_argo_pvc_claim_made_at_run_time_is_a_note_not_a_dataset() -> None:
+    # KFP v1 VolumeOp: the claim's name is an output of the step that creates it.
+    text = ARGO + """  entrypoint: pipe
+  arguments:
+    parameters: [{name: vol, value: shared-data}]
+  volumes:
+  - {name: fixed, persistentVolumeClaim: {claimName: '{{workflow.parameters.vol}}'}}
+  templates:
+  - name: pipe
+    dag:
+      tasks:
+      - {name: create-pvc, template: create-pvc}
+      - name: use
+        template: use
+        dependencies: [create-pvc]
+        arguments:
+          parameters:
+          - {name: create-pvc-name, value: '{{tasks.create-pvc.outputs.parameters.create-pvc-name}}'}
+  - name: create-pvc
+    resource: {action: create, manifest: 'kind: PersistentVolumeClaim'}
+    outputs:
+      parameters:
+      - {name: create-pvc-name, valueFrom: {jsonPath: '{.metadata.name}'}}
+  - name: use
+    inputs:
+      parameters: [{name: create-pvc-name}]
+    container:
+      image: x
+      volumeMounts: [{name: made, mountPath: /mnt}, {name: fixed, mountPath: /data}]
+    volumes:
+    - {name: made, persistentVolumeClaim: {claimName: '{{inputs.parameters.create-pvc-name}}'}}
+"""
+    p = parse_pipeline(text, "p.yaml")
+    assert p.step("use").datasets == ("pvc://shared-data",)
+    assert [d.uri for d in p.datasets] == ["pvc://shared-data"]
+    notes = [u.reason for u in p.unresolved if u.step == "use"]
+    assert len(notes) == 1 and "/mnt" in notes[0] and "create-pvc" in notes[0]
+
+
+def test_kfp_v1_pipeline_parameters_reach_the_tasks_that_read_them() -> None:
+    p = load("kfp-v1-kubeflow-training-classification.yaml")
+    train, schema = ("gs://ml-pipeline-playground/flower/train200.csv",
+                     "gs://ml-pipeline-playground/flower/schema.json")
+    assert train in p.step("preprocess").datasets and schema in p.step("prediction").datasets
+    assert all(d.consumers for d in p.datasets) and p.unresolved == ()
+
+
+def test_kfp_v1_recursion_sample_parses() -> None:
+    p = load("kfp-v1-recursion.yaml")
+    inner = "graph-flip-component-1/condition-2/graph-flip-component-1"
+    assert p.step(inner).depends_on == ("graph-flip-component-1/condition-2",)
+    assert [u.step for u in p.unresolved] == [inner]
+
+
+def test_importer_uris_of_any_scheme_are_listed_with_the_reason_they_cannot_be_fetched() -> None:
+    p = load("kfp-argo-huggingface_importer.yaml")
+    assert p.step("use-model").datasets == ("huggingface://gpt2",)
+    hub = [d for d in p.datasets if d.uri.startswith("huggingface://")]
+    assert len(hub) == 6 and all(not d.fetchable and "huggingface" in (d.reason or "") for d in hub)
+
+
+def test_old_runtime_config_parameters_are_unwrapped() -> None:
+    # KFP SDK 1.x v2-compatible: runtimeConfig.parameters.text = {stringValue: ...}
+    assert dict(load("kfp-two_step_pipeline.json").parameters) == {"text": "Hello KFP!"}
+
+
+def test_pvc_named_by_a_pipeline_parameter() -> None:
+    # kfp-kubernetes: pvcNameParameter.componentInputParameter names the enclosing DAG's input.
+    notes = load("kfp-pvc-mount.yaml").unresolved
+    assert len(notes) == 2 and all("--param pvc_name=" in u.reason for u in notes)
+    p = load("kfp-pvc-mount.yaml", parameters={"pvc_name": "shared"})
+    assert p.step("consumer").datasets == ("pvc://shared",) and p.unresolved == ()
+
+
+def test_kfp_v2_argo_reads_the_kubernetes_platform_config() -> None:
+    # The PVC comes from a CreatePVC step, so its name is known only at run time.
+    notes = load("kfp-argo-parallel_for_mount_pvc.yaml").unresolved
+    assert [(u.step, "createpvc" in u.reason) for u in notes] == [("for-loop-2/example-component", True)]
+
+
+def test_kubernetes_native_pipeline_version() -> None:
+    p = load("dspo-k8s-pipeline-version.yaml")
+    assert p.format == "kfp-v2-ir" and [s.name for s in p.steps] == ["say-hello"]

@@ -43,8 +43,10 @@ def test_dependency_cycle_is_refused() -> None:
     assert "cycle" in str(e)
 
 
-def test_recursive_templates_are_bounded() -> None:
-    text = ARGO_HEAD + "  entrypoint: main\n  templates:\n  - name: main\n    dag:\n      tasks:\n      - {name: again, template: main}\n"
+def test_deep_nesting_is_bounded() -> None:
+    chain = "".join(f"  - name: g{i}\n    dag:\n      tasks:\n      - {{name: t, template: g{i + 1}}}\n"
+                    for i in range(40))
+    text = ARGO_HEAD + "  entrypoint: g0\n  templates:\n" + chain + "  - {name: g40, container: {image: x}}\n"
     assert "nested deeper" in str(error_of(text))
 
 

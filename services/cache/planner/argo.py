@@ -9,7 +9,7 @@ from typing import Any
 from gpufair.cache.planner.argo_artifacts import artifact_source
 from gpufair.cache.planner.argo_bind import bind, loop_scopes
 from gpufair.cache.planner.argo_leaf import scan_leaf
-from gpufair.cache.planner.argo_text import Scope
+from gpufair.cache.planner.argo_text import Scope, resolve
 from gpufair.cache.planner.dagutil import expand, sinks, topo_order
 from gpufair.cache.planner.doc import Node
 from gpufair.cache.planner.graph import GraphBuilder
@@ -61,7 +61,7 @@ class _Walker:
             f" key '{ref.get('key').text() or 'default'}'" if not ref.missing
             else "the cluster's default artifact repository"
         )
-        self.volumes = self._pvcs(self.spec.get("volumes"))
+        self._expanding: list[str] = []  # group templates being expanded, outermost first
 
     def run(self) -> Pipeline:
         wf = self._workflow_params()
@@ -74,8 +74,9 @@ class _Walker:
             raise self.spec.error("missing required field 'entrypoint' (workflowTemplateRef is not followed offline)")
         entry = entry_node.name("a template name")
         tmpl = self._template(entry, entry_node)
-        scope = self._bind(Node({}, entry_node.path, entry_node.ctx), tmpl, wf, [wf])
+        scope = _entry_inputs(tmpl, wf, self._bind(Node({}, entry_node.path, entry_node.ctx), tmpl, wf, [wf]))
         if _group_kind(tmpl):
+            self._expanding.append(entry)
             self._group(tmpl, "", scope, None, (), 0)
         else:
             self._leaf(tmpl, entry, scope, None, (), tmpl, None, None)
@@ -115,12 +116,14 @@ class _Walker:
             raise at.error(f"unknown template '{name}'")
         return self.templates[name]
 
-    def _pvcs(self, volumes: Node) -> dict[str, str]:
+    def _pvcs(self, volumes: Node, scope: Scope) -> dict[str, Val]:
+        """Volume name -> its claim name, or why that is known only at run
+        time (KFP v1 VolumeOp: a claim the pipeline creates itself)."""
         out = {}
         for vol in volumes.elements():
-            claim = vol.get("persistentVolumeClaim").get("claimName").text()
-            if claim:
-                out[vol.get("name").text() or ""] = claim
+            claim = vol.get("persistentVolumeClaim").get("claimName")
+            if claim.text():
+                out[vol.get("name").text() or ""] = resolve(claim.text(), scope, claim.path).as_val()
         return out
 
     # -- groups -------------------------------------------------------------
@@ -176,9 +179,20 @@ class _Walker:
         scopes, loop = self._loop_scopes(task, scope)
         child = self._bind(task, tmpl, scope, scopes)
         if _group_kind(tmpl):
-            self.b.add_step(task, Step(key, DAG, tmpl.get("name").text() or key, waits,
+            name = tmpl.get("name").text() or key
+            self.b.add_step(task, Step(key, DAG, name, waits,
                                        condition=condition, loop=loop, parent=parent))
-            return self._group(tmpl, key + "/", child, key, (key,), depth + 1) or (key,)
+            if name in self._expanding:
+                # KFP v1 recursion: a group calls itself until a `when` stops it
+                # at run time. Its steps are planned once, at the outer call.
+                self.b.note(task.path, f"template '{name}' calls itself again (recursion, "
+                                       "repeated at run time): its steps are planned once", key)
+                return (key,)
+            self._expanding.append(name)
+            try:
+                return self._group(tmpl, key + "/", child, key, (key,), depth + 1) or (key,)
+            finally:
+                self._expanding.pop()
         self._leaf(tmpl, key, child, parent, waits, task, condition, loop)
         return (key,)
 
@@ -196,8 +210,24 @@ class _Walker:
         kind = next((k for f, k in _LEAF_KINDS.items() if not tmpl.get(f).missing), OTHER)
         self.b.add_step(at, Step(key, kind, tmpl.get("name").text() or key, waits,
                                  condition=condition, loop=loop, parent=parent))
-        volumes = {**self.volumes, **self._pvcs(tmpl.get("volumes"))}
+        volumes = {**self._pvcs(self.spec.get("volumes"), scope), **self._pvcs(tmpl.get("volumes"), scope)}
         scan_leaf(self.b, key, tmpl, scope, self.endpoints, volumes, self.spec)
+
+
+def _entry_inputs(tmpl: Node, wf: Scope, scope: Scope) -> Scope:
+    """The entrypoint's scope: Argo passes the workflow's arguments to the
+    entrypoint template's inputs of the same names (KFP v1 reads every
+    pipeline parameter this way), except where an input fixes its `value`."""
+    out = dict(scope)
+    for p in tmpl.get("inputs").get("parameters").elements():
+        name = p.get("name").text() or ""
+        if f"workflow.parameters.{name}" in wf and "value" not in p.as_mapping():
+            out[f"inputs.parameters.{name}"] = wf[f"workflow.parameters.{name}"]
+    for a in tmpl.get("inputs").get("artifacts").elements():
+        name = a.get("name").text() or ""
+        if f"workflow.artifacts.{name}" in wf:
+            out[f"inputs.artifacts.{name}"] = wf[f"workflow.artifacts.{name}"]
+    return out
 
 
 def _group_kind(tmpl: Node) -> bool:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from gpufair.cache.planner.doc import Node, root_node
+from gpufair.cache.planner.ir_values import run_parameters
 from gpufair.cache.planner.model import Pipeline
 
 FORMAT = "argo-workflow-kfp-v2"
@@ -51,16 +52,20 @@ def _json(node: Node, params: dict[str, Node]) -> Any:
     return value
 
 
-def _collect(spec: Node, params: dict[str, Node]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(components, executors, runtime parameter values) from the driver tasks."""
+def _collect(spec: Node, params: dict[str, Node]
+             ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(components, executors, runtime parameter values, Kubernetes platform
+    configs by executor) from the driver tasks."""
     components: dict[str, Any] = {}
     executors: dict[str, Any] = {}
     runtime: dict[str, Any] = {}
+    platform: dict[str, Any] = {}
     for tmpl in spec.get("templates").elements():
         for task in tmpl.get("dag").get("tasks").elements():
             args = {a.get("name").text(): a.get("value") for a in task.get("arguments").get("parameters").elements()}
             if "runtime-config" in args and (args["runtime-config"].text() or "").strip():
-                runtime.update(_json(args["runtime-config"], params).get("parameterValues") or {})
+                config = _json(args["runtime-config"], params)
+                runtime.update(run_parameters(config.get("parameterValues"), config.get("parameters")))
             if "task" not in args or "component" not in args:
                 continue
             ref = (_json(args["task"], params).get("componentRef") or {}).get("name")
@@ -72,7 +77,10 @@ def _collect(spec: Node, params: dict[str, Node]) -> tuple[dict[str, Any], dict[
             for kind in ("importer", "container"):
                 if kind in args and isinstance(label, str):
                     executors[label] = {kind: _json(args[kind], params)}
-    return components, executors, runtime
+            config = args.get("kubernetes-config")
+            if config is not None and isinstance(label, str) and (config.text() or "").strip():
+                platform[label] = _json(config, params)  # PVC mounts, node selectors...
+    return components, executors, runtime, platform
 
 
 def parse_kfp_v2_argo(doc: Node, spec: Node, overrides: dict[str, Any]) -> Pipeline:
@@ -81,7 +89,7 @@ def parse_kfp_v2_argo(doc: Node, spec: Node, overrides: dict[str, Any]) -> Pipel
 
     params = _params(spec)
     root = _json(params["components-root"], params)
-    components, executors, runtime = _collect(spec, params)
+    components, executors, runtime, platform = _collect(spec, params)
     for name, node in params.items():
         # Components not reached through a driver task (e.g. nested DAGs).
         if name.startswith("components-comp-") and name[len("components-"):] not in components:
@@ -95,4 +103,6 @@ def parse_kfp_v2_argo(doc: Node, spec: Node, overrides: dict[str, Any]) -> Pipel
         "deploymentSpec": {"executors": executors},
     }
     source = f"{doc.ctx.source} (KFP IR embedded in spec.arguments.parameters)"
-    return parse_ir(root_node(ir, source, {}), None, overrides, FORMAT, runtime)
+    kube = root_node({"platforms": {"kubernetes": {"deploymentSpec": {"executors": platform}}}},
+                     source, {}) if platform else None
+    return parse_ir(root_node(ir, source, {}), kube, overrides, FORMAT, runtime)

@@ -39,7 +39,7 @@ def containers(tmpl: Node) -> list[Node]:
 
 
 def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: dict[str, str],
-              volumes: dict[str, str], spec: Node) -> None:
+              volumes: dict[str, Val], spec: Node) -> None:
     """Record a leaf's GPUs, placement hints, PVC mounts and datasets."""
     for c in containers(tmpl):
         count, accel = k8s_gpus(b, key, c.get("resources"))
@@ -49,9 +49,14 @@ def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: di
             scan_text(b, key, node, scope, endpoints)
         for mount in c.get("volumeMounts").elements():
             claim = volumes.get(mount.get("name").text() or "")
-            if claim:
-                b.add_hint(key, f"pvc {claim} at {mount.get('mountPath').text()}")
-                b.consume(key, f"pvc://{claim}", mount.path)
+            if claim is None:
+                continue
+            if not claim.known:
+                b.note(mount.path, f"the PVC mounted at {mount.get('mountPath').text()}: "
+                                   f"{claim.unknown}", key)
+            for name, origin in claim.options:
+                b.add_hint(key, f"pvc {name} at {mount.get('mountPath').text()}")
+                b.consume(key, f"pvc://{name}", origin)
     for source in (spec, tmpl):
         for hint in k8s_hints(source.get("nodeSelector"), source.get("tolerations"), source.get("affinity")):
             b.add_hint(key, hint)

@@ -91,7 +91,23 @@ class GraphBuilder:
                 self.note(where, val.unknown, step)
             return
         for value, origin in val.options:
+            if typed:
+                self.use_location(step, value, origin)
+            else:
+                self.use_text_values(step, value, origin)
+
+    def use_location(self, step: str | None, value: Any, origin: str) -> None:
+        """`use_text_values` for a value that is a dataset location for sure
+        (an importer's URI, an artifact): a whole `scheme://...` string counts
+        whatever its scheme (huggingface://, oci://...), so the plan lists it
+        with the reason it cannot be fetched instead of dropping it."""
+        uri = value.strip() if isinstance(value, str) else ""
+        if not scheme_of(uri) or "{{" in uri:
             self.use_text_values(step, value, origin)
+        elif step is None:
+            self.declare(uri, origin)
+        else:
+            self.consume(step, uri, origin)
 
     def use_text_values(self, step: str | None, value: Any, origin: str) -> None:
         """Find URIs in every string of `value`; record them for `step`."""

@@ -160,7 +160,9 @@ def _task(ctx: _Ctx, task: Node, key: str, local: str, params: dict[str, Val], a
         _consume_inputs(ctx.b, key, inputs, p_in, a_in)
         _container(ctx.b, key, executor.get("container"))
         _mark_outputs(comp, local, key, outputs)
-    apply_platform(ctx.b, key, ctx.platform.get(label), p_in)
+    # A platform config's componentInputParameter names an input of the
+    # enclosing DAG (kfp-kubernetes binds pipeline parameters that way).
+    apply_platform(ctx.b, key, ctx.platform.get(label), {**p_in, **params})
     return (key,)
 
 
@@ -180,7 +182,7 @@ def _importer(ctx: _Ctx, task: Node, key: str, comp_name: str, comp: Node, spec:
         raise uri_node.expected("'constant' or 'runtimeParameter'")
     if val.known:
         for uri, origin in val.options:
-            ctx.b.use_text_values(None, uri, origin)
+            ctx.b.use_location(None, uri, origin)
     else:
         ctx.b.note(uri_node.path, f"importer URI unknown: {val.unknown}", key)
         val = Val.why(f"importer '{key}' URI unknown: {val.unknown}")

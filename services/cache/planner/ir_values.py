@@ -16,6 +16,22 @@ _INDEX = re.compile(r'\[("([^"]*)"|\'([^\']*)\'|(\d+))\]')
 Outputs = dict[tuple[str, str], Val]
 
 
+_WRAPPED = frozenset({"stringValue", "intValue", "doubleValue", "numberValue", "boolValue",
+                      "structValue", "listValue"})
+
+
+def run_parameters(values: Any, legacy: Any) -> dict[str, Any]:
+    """A run's parameter values from its runtime config: `parameterValues`
+    (KFP 2) as they are, else the older `parameters` map, whose entries wrap
+    each value in a one-key map such as {"stringValue": "gs://..."}."""
+    if isinstance(values, dict) and values:
+        return dict(values)
+    if not isinstance(legacy, dict):
+        return {}
+    return {name: next(iter(v.values())) if isinstance(v, dict) and len(v) == 1
+            and next(iter(v)) in _WRAPPED else v for name, v in legacy.items()}
+
+
 def constant(spec: Node) -> tuple[bool, Any]:
     """(found, value) of `constant: x` or the older `constantValue: {stringValue: x}`."""
     if "constant" in spec.as_mapping():

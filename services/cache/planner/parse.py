@@ -14,13 +14,21 @@ _ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronW
 
 
 def _kind_of(doc: Node) -> str:
-    """'argo', 'ir', 'job' (IR wrapped in a PipelineJob), 'platform' or 'unknown'."""
+    """'argo', 'ir', 'job' (IR wrapped in a PipelineJob), 'version' (IR in a
+    KFP Kubernetes-native PipelineVersion), 'platform', 'meta' (that format's
+    Pipeline: a name, no steps) or 'unknown'."""
     value = doc.value
     if not isinstance(value, dict):
         return "unknown"
     api = value.get("apiVersion")
     if isinstance(api, str) and api.startswith("argoproj.io/") or value.get("kind") in _ARGO_KINDS:
         return "argo"
+    if isinstance(api, str) and api.startswith("pipelines.kubeflow.org/"):
+        spec = value.get("spec")
+        if value.get("kind") == "PipelineVersion" and isinstance(spec, dict) and "pipelineSpec" in spec:
+            return "version"
+        if value.get("kind") == "Pipeline":
+            return "meta"
     if "pipelineSpec" in value:
         return "job"
     if "root" in value and ({"components", "deploymentSpec", "pipelineInfo", "schemaVersion"} & value.keys()):
@@ -48,7 +56,7 @@ def parse_pipeline(
         raise PipelineError(source, "", "the file holds no YAML document")
     nodes = [root_node(d.data, source, d.marks) for d in docs]
     kinds = [_kind_of(n) for n in nodes]
-    main = [i for i, k in enumerate(kinds) if k in ("argo", "ir", "job")]
+    main = [i for i, k in enumerate(kinds) if k in ("argo", "ir", "job", "version")]
     if not main:
         first = nodes[0]
         if not isinstance(first.value, dict):
@@ -74,13 +82,23 @@ def _dispatch(doc: Node, kind: str, platform: Node | None, overrides: dict[str, 
     # Imported here so that importing the package stays cheap.
     from gpufair.cache.planner.argo import parse_argo
     from gpufair.cache.planner.ir import parse_ir
+    from gpufair.cache.planner.ir_values import run_parameters
 
     if kind == "argo":
         return parse_argo(doc, overrides)
+    if kind == "version":
+        spec = doc.get("spec")
+        plat = spec.get("platformSpec")
+        if isinstance(plat.value, dict) and plat.value:
+            platform = plat if "platforms" in plat.value else Node({"platforms": plat.value}, plat.path, plat.ctx)
+        ir = spec.get("pipelineSpec")
+        ir.as_mapping(optional=False)
+        return parse_ir(ir, platform, overrides)
     if kind == "job":
         spec = doc.get("pipelineSpec")
         spec.as_mapping(optional=False)
         runtime = doc.get("runtimeConfig")
-        values = runtime.get("parameterValues").as_mapping() or runtime.get("parameters").as_mapping()
+        values = run_parameters(runtime.get("parameterValues").as_mapping(),
+                                runtime.get("parameters").as_mapping())
         return parse_ir(spec, platform, overrides, runtime=values)
     return parse_ir(doc, platform, overrides)

@@ -89,17 +89,19 @@ def _pvc(b: GraphBuilder, step: str, mount: Node, p_in: dict[str, Val]) -> None:
     path = mount.get("mountPath").text() or "?"
     found, name = constant(mount)
     param = mount.get("pvcNameParameter")
-    if not found and not param.missing:
-        runtime = param.get("runtimeValue")
+    why = "is named only at run time"
+    for holder in (param, mount):
+        if found or holder.missing:
+            continue
+        runtime = holder.get("runtimeValue")
         found, name = constant(runtime) if not runtime.missing else (False, None)
-        if not found and "componentInputParameter" in param.as_mapping():
-            val = p_in.get(param.get("componentInputParameter").text() or "", Val.why("unbound"))
+        if not found and "componentInputParameter" in holder.as_mapping():
+            pname = holder.get("componentInputParameter").text() or ""
+            val = p_in.get(pname, Val.why(f"is named by '{pname}', which is not bound"))
             found, name = (True, val.options[0][0]) if val.known and val.options else (False, None)
-    if not found and "componentInputParameter" in mount.as_mapping():
-        val = p_in.get(mount.get("componentInputParameter").text() or "", Val.why("unbound"))
-        found, name = (True, val.options[0][0]) if val.known and val.options else (False, None)
+            why = why if found or val.unknown is None else f"is unknown: {val.unknown}"
     if not found or not isinstance(name, str) or not name:
-        b.note(mount.path, f"PVC mounted at {path} is named only at run time", step)
+        b.note(mount.path, f"PVC mounted at {path} {why}", step)
         return
     b.add_hint(step, f"pvc {name} at {path}")
     b.consume(step, f"pvc://{name}", mount.path)
