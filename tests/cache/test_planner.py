@@ -297,3 +297,13 @@ def test_kfp_v2_argo_reads_the_kubernetes_platform_config() -> None:
 def test_kubernetes_native_pipeline_version() -> None:
     p = load("dspo-k8s-pipeline-version.yaml")
     assert p.format == "kfp-v2-ir" and [s.name for s in p.steps] == ["say-hello"]
+
+
+def test_accelerators_set_from_parameters_and_tpus() -> None:
+    p = load("kfp-pipeline_with_string_machine_fields_pipeline_input.yaml")
+    assert (p.step("sum-numbers").gpus, p.step("sum-numbers").accelerator) == (1, "NVIDIA_TESLA_P4")
+    over = load("kfp-pipeline_with_string_machine_fields_pipeline_input.yaml",
+                parameters={"accelerator_limit": "4"})
+    assert over.step("sum-numbers").gpus == 4
+    trainer = load("kfp-pipeline_with_resource_spec.yaml").step("trainer")
+    assert trainer.gpus == 0 and any("tpu-v3" in h for h in trainer.node_hints)

@@ -158,7 +158,7 @@ def _task(ctx: _Ctx, task: Node, key: str, local: str, params: dict[str, Val], a
         kind = CONTAINER if not executor.get("container").missing else OTHER
         ctx.b.add_step(task, Step(key, kind, comp_name, waits, condition=condition, loop=loop, parent=parent))
         _consume_inputs(ctx.b, key, inputs, p_in, a_in)
-        _container(ctx.b, key, executor.get("container"))
+        _container(ctx.b, key, executor.get("container"), p_in)
         _mark_outputs(comp, local, key, outputs)
     # A platform config's componentInputParameter names an input of the
     # enclosing DAG (kfp-kubernetes binds pipeline parameters that way).
@@ -198,12 +198,12 @@ def _consume_inputs(b: GraphBuilder, key: str, inputs: Node, p_in: dict[str, Val
         b.use_value(key, val, f"{inputs.path}.artifacts.{name}", name, typed=True)
 
 
-def _container(b: GraphBuilder, key: str, container: Node) -> None:
+def _container(b: GraphBuilder, key: str, container: Node, p_in: dict[str, Val]) -> None:
     texts = [e.value for e in container.get("args").elements()]
     texts += [e.value for e in container.get("command").elements()]
     texts += [e.get("value").value for e in container.get("env").elements()]
     b.use_text_values(key, texts, container.path)
-    count, accel = ir_gpus(b, key, container.get("resources"))
+    count, accel = ir_gpus(b, key, container.get("resources"), p_in)
     if count:
         b.add_gpus(key, count, accel)
 

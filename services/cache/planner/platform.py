@@ -37,15 +37,36 @@ def k8s_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | No
     return 0, None
 
 
-def ir_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | None]:
-    """GPUs in a KFP IR container's `resources.accelerator` (old and new keys)."""
+_IR_INPUT = re.compile(r"""^\{\{\$\.inputs\.parameters\[['"]([^'"]+)['"]\]\}\}$""")
+
+
+def _bound(node: Node, p_in: dict[str, Val]) -> Node:
+    """`node`, or the value its `{{$.inputs.parameters['x']}}` placeholder
+    stands for when the task's input x is known (KFP SDK 2.x compiles
+    accelerator fields set from pipeline parameters this way)."""
+    m = _IR_INPUT.match((node.text() or "").strip()) if isinstance(node.value, str) else None
+    val = p_in.get(m.group(1)) if m else None
+    if val is None or not val.known or not val.options:
+        return node
+    return Node(val.options[0][0], node.path, node.ctx, node.anchor)
+
+
+def ir_gpus(b: GraphBuilder, step: str, resources: Node,
+            p_in: dict[str, Val] | None = None) -> tuple[int, str | None]:
+    """GPUs in a KFP IR container's `resources.accelerator` (old and new keys);
+    a TPU is a placement hint, not a GPU."""
+    p_in = p_in or {}
     accel = resources.get("accelerator")
     if accel.missing:
         limit = resources.get("resourceAcceleratorLimit")
-        return (_count(b, step, limit), None) if not limit.missing else (0, None)
+        return (_count(b, step, _bound(limit, p_in)), None) if not limit.missing else (0, None)
     count_node = accel.get("resourceCount") if "resourceCount" in accel.as_mapping() else accel.get("count")
-    kind = accel.get("resourceType").text() or accel.get("type").text()
-    count = _count(b, step, count_node) if not count_node.missing else 1
+    kind_node = accel.get("resourceType") if "resourceType" in accel.as_mapping() else accel.get("type")
+    kind = _bound(kind_node, p_in).text()
+    count = _count(b, step, _bound(count_node, p_in)) if not count_node.missing else 1
+    if kind and "tpu" in kind.lower():
+        b.add_hint(step, f"accelerator {kind} x{count} (TPU, not counted as GPUs)")
+        return 0, None
     return count, kind
 
 
