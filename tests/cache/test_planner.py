@@ -307,3 +307,21 @@ def test_accelerators_set_from_parameters_and_tpus() -> None:
     assert over.step("sum-numbers").gpus == 4
     trainer = load("kfp-pipeline_with_resource_spec.yaml").step("trainer")
     assert trainer.gpus == 0 and any("tpu-v3" in h for h in trainer.node_hints)
+
+
+def test_kfp_launcher_placeholders_in_argo_templates() -> None:
+    # SDK 1.x v2-compatible mode writes KFP placeholders into Argo templates:
+    # an input maps to the template's input of that name; outputs are no reads.
+    text = ARGO + """  entrypoint: t
+  arguments:
+    parameters: [{name: src, value: 's3://data/in'}]
+  templates:
+  - name: t
+    inputs:
+      parameters: [{name: src}]
+    container:
+      image: x
+      args: ["{{$.inputs.parameters['src']}}", "{{$.outputs.artifacts['model'].uri}}"]
+"""
+    p = parse_pipeline(text, "p.yaml")
+    assert p.step("t").datasets == ("s3://data/in",) and p.unresolved == ()

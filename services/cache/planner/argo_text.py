@@ -10,6 +10,8 @@ from typing import Any
 from gpufair.cache.planner.model import Val
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(=?)\s*([^{}]*?)\s*\}\}")
+# KFP launcher placeholders inside an Argo template (SDK 1.x v2-compatible mode).
+_KFP_INPUT = re.compile(r"""^\$\.inputs\.(?:parameters\[['"]([^'"]+)['"]\]|artifacts\[['"]([^'"]+)['"]\]\.uri)$""")
 _OUTPUT = re.compile(r"^(tasks|steps)\.([^.]+)\.(outputs\.(artifacts|parameters|result)|outputs|ip|status|id|exitCode)")
 MAX_COMBINATIONS = 64
 
@@ -45,6 +47,11 @@ def lookup(expr: str, scope: Scope) -> Val:
     """What `{{expr}}` stands for, or why it is unknown before the run."""
     if expr in scope:
         return scope[expr]
+    m = _KFP_INPUT.match(expr)
+    if m:
+        key = f"inputs.parameters.{m.group(1)}" if m.group(1) else f"inputs.artifacts.{m.group(2)}"
+        if key in scope:
+            return scope[key]
     m = _OUTPUT.match(expr)
     if m:
         if m.group(4) == "artifacts":

@@ -43,10 +43,12 @@ def parse_ir(doc: Node, platform: Node | None, overrides: dict[str, Any], fmt: s
     ctx = _Ctx(b, doc.get("components"), doc.get("deploymentSpec").get("executors"),
                kube.get("deploymentSpec").get("executors"))
     params = _root_params(b, root, overrides, runtime or {})
+    arts: dict[str, Val] = {}
     for name, spec in root.get("inputDefinitions").get("artifacts").items():
         params.pop(name, None)
-        b.note(spec.path, f"pipeline input artifact '{name}' is chosen at submission")
-    _walk(ctx, root, "", params, {}, None, (), 0)
+        arts[name] = Val.why(f"pipeline input artifact '{name}' is chosen at submission")
+        b.note(spec.path, arts[name].unknown or "")
+    _walk(ctx, root, "", params, arts, None, (), 0)
     name = doc.get("pipelineInfo").get("name").text() or doc.ctx.source
     shown = {k: (v.options[0][0] if v.known and v.options else None) for k, v in params.items()}
     return b.build(name, fmt, doc.ctx.source, shown)
