@@ -325,3 +325,66 @@ def test_kfp_launcher_placeholders_in_argo_templates() -> None:
 """
     p = parse_pipeline(text, "p.yaml")
     assert p.step("t").datasets == ("s3://data/in",) and p.unresolved == ()
+
+
+def test_pipeline_input_artifacts_take_a_uri_from_the_caller() -> None:
+    text = """pipelineInfo: {name: p}
+schemaVersion: 2.1.0
+root:
+  inputDefinitions:
+    artifacts:
+      in_data: {artifactType: {schemaTitle: system.Dataset}}
+  dag:
+    tasks:
+      train:
+        componentRef: {name: comp-train}
+        inputs:
+          artifacts:
+            data: {componentInputArtifact: in_data}
+components:
+  comp-train:
+    executorLabel: exec-train
+    inputDefinitions:
+      artifacts:
+        data: {artifactType: {schemaTitle: system.Dataset}}
+deploymentSpec:
+  executors:
+    exec-train: {container: {image: x}}
+"""
+    bare = parse_pipeline(text, "p.yaml")
+    assert bare.step("train").datasets == ()
+    assert {u.step for u in bare.unresolved} == {None, "train"}
+    assert all("--param in_data=URI" in u.reason for u in bare.unresolved)
+    given = parse_pipeline(text, "p.yaml", parameters={"in_data": "s3://d/train/", "typo": "1"})
+    assert given.step("train").datasets == ("s3://d/train/",)
+    assert [u.reason for u in given.unresolved] == ["the pipeline has no input called 'typo'"]
+
+
+def test_embedded_python_source_counts_string_literals_not_docstrings() -> None:
+    from gpufair.cache.planner.uris import uris_in_text
+    program = '''
+import os
+def prep(out: str):
+    """Reads data in the format gs://bucket_name/sub_dir/blob_name.csv."""
+    # e.g. s3://example/commented-out
+    src = "s3://real-bucket/train/"
+    os.system(f"aws s3 cp {src} s3://real-bucket/copy/")
+'''
+    assert sorted(uris_in_text(program)[0]) == ["s3://real-bucket/copy/", "s3://real-bucket/train/"]
+    shell = "set -e\ngsutil cp gs://b/x /tmp/x  # a shell script is scanned whole\n"
+    assert uris_in_text(shell)[0] == ["gs://b/x"]
+
+
+@pytest.mark.parametrize("name,data", [("dataset_uri", True), ("data_dir", True), ("src", True),
+                                       ("root_dir", False), ("output_path", False),
+                                       ("staging_bucket", False), ("location", False)])
+def test_which_parameter_names_suggest_input_data(name: str, data: bool) -> None:
+    from gpufair.cache.planner.graph import looks_like_data
+    assert looks_like_data(name) is data
+
+
+def test_kfp_backend_workflow_says_where_the_task_specs_are() -> None:
+    p = load("kfp-backend-dra_static_claim_check.yaml")
+    assert [u.reason for u in p.unresolved] == [
+        "a KFP backend workflow: its tasks' commands and inputs are not in this file; "
+        "plan the pipeline's compiled IR YAML instead"]

@@ -64,6 +64,12 @@ class _Walker:
         self._expanding: list[str] = []  # group templates being expanded, outermost first
 
     def run(self) -> Pipeline:
+        if "system-container-driver" in self.templates:
+            # The KFP backend's own compilation (KFP >= 2.5): drivers fetch each
+            # task's spec from the API server at run time, so no command,
+            # input or dataset of a task is in this file.
+            self.b.note("spec.templates", "a KFP backend workflow: its tasks' commands and inputs "
+                        "are not in this file; plan the pipeline's compiled IR YAML instead")
         wf = self._workflow_params()
         for art in self.spec.get("arguments").get("artifacts").elements():
             val, endpoint = artifact_source(art, wf, self.repo)

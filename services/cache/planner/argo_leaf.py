@@ -23,8 +23,8 @@ def scan_text(b: GraphBuilder, key: str, node: Node, scope: Scope, endpoints: di
     for text, origin in resolved.options:
         b.use_text_values(key, text, origin)
     for expr, val in resolved.unknowns:
-        if expr.startswith("$.outputs"):
-            continue  # a KFP placeholder for what the step writes, not a data input
+        if expr.startswith(("$.outputs", "outputs.")):
+            continue  # where the step writes its own outputs, not a data input
         name = expr.rsplit(".", 1)[-1]
         if val.produced_by is None and val.unknown and (
             expr.startswith("inputs.artifacts.") or looks_like_data(name)

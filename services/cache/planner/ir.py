@@ -46,8 +46,16 @@ def parse_ir(doc: Node, platform: Node | None, overrides: dict[str, Any], fmt: s
     arts: dict[str, Val] = {}
     for name, spec in root.get("inputDefinitions").get("artifacts").items():
         params.pop(name, None)
-        arts[name] = Val.why(f"pipeline input artifact '{name}' is chosen at submission")
+        if name in overrides:  # `--param name=URI` names the artifact a run is given
+            arts[name] = Val.of(overrides[name], f"--param {name}")
+            b.use_location(None, overrides[name], f"--param {name}")
+            continue
+        arts[name] = Val.why(f"pipeline input artifact '{name}' is chosen at submission; "
+                             f"name it with --param {name}=URI")
         b.note(spec.path, arts[name].unknown or "")
+    declared = root.get("inputDefinitions").get("parameters").as_mapping().keys() | arts.keys()
+    for name in sorted(overrides.keys() - declared):
+        b.note(f"--param {name}", f"the pipeline has no input called '{name}'")
     _walk(ctx, root, "", params, arts, None, (), 0)
     name = doc.get("pipelineInfo").get("name").text() or doc.ctx.source
     shown = {k: (v.options[0][0] if v.known and v.options else None) for k, v in params.items()}

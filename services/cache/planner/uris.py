@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -74,19 +75,45 @@ def _trim(uri: str) -> str:
 
 
 def uris_in_text(text: str) -> tuple[list[str], list[str]]:
-    """(URIs, URI prefixes cut short by a `{{placeholder}}`) found in `text`."""
+    """(URIs, URI prefixes cut short by a `{{placeholder}}`) found in `text`;
+    in an embedded Python program, only in its string literals."""
     stripped = text.strip()
     if is_uri(stripped) and "{{" not in stripped:
         return [stripped], []
     found: list[str] = []
     partial: list[str] = []
-    for m in _IN_TEXT.finditer(text):
-        uri = _trim(m.group(0))
-        if text.startswith("{{", m.end()) or text.startswith("{", m.end()):
-            partial.append(uri + "{{...}}")
-        elif bucket_and_key(uri)[0]:
-            found.append(uri)
+    for part in _program_strings(text) or [text]:
+        for m in _IN_TEXT.finditer(part):
+            uri = _trim(m.group(0))
+            if part.startswith("{{", m.end()) or part.startswith("{", m.end()):
+                partial.append(uri + "{{...}}")
+            elif bucket_and_key(uri)[0]:
+                found.append(uri)
     return found, partial
+
+
+_PYTHON_HINT = re.compile(r"^\s*(?:def|import|from|class)\s", re.M)
+
+
+def _program_strings(text: str) -> list[str] | None:
+    """The string literals of `text` when it is a Python program (a KFP
+    lightweight component's source, an Argo `script`), docstrings and
+    comments left out: their example URIs are no data the step reads.
+    None when `text` is no Python program (a shell line, a script)."""
+    if "\n" not in text or not _PYTHON_HINT.search(text) or "{{" in text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
 
 def strings_in(value: Any) -> Iterator[str]:
