@@ -73,3 +73,42 @@ def test_limits_refuse_alias_bombs_depth_and_size() -> None:
     assert "nesting deeper" in str(error_of("[" * 500 + "]" * 500))
     assert "larger than" in str(error_of("x: " + "y" * 2000, limits=LoadLimits(max_bytes=1000)))
     assert "recursive alias" in str(error_of("a: &a [*a]\n"))
+
+
+def _package(kind: str, files: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+    import zipfile
+    buf = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in files.items():
+                zf.writestr(name, data)
+    else:
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+PIPE = (ARGO_HEAD + "  entrypoint: t\n  templates:\n  - {name: t, container: {image: x, args: ['s3://b/k']}}\n").encode()
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_pipeline_packages_are_unpacked(kind: str) -> None:
+    # `dsl-compile --output p.tar.gz` and the KFP upload API use packages.
+    p = parse_pipeline(_package(kind, {"pipeline.yaml": PIPE, "README.md": b"x"}), "p." + kind)
+    assert p.step("t").datasets == ("s3://b/k",)
+    two = _package(kind, {"a.yaml": PIPE, "b.yaml": PIPE})
+    assert "one YAML or JSON file" in str(error_of(two))
+
+
+def test_a_decompression_bomb_is_refused_not_expanded() -> None:
+    import gzip
+    bomb = gzip.compress(b"a: " + b"0" * (64 * 1024 * 1024))  # 64 MiB of YAML in ~64 KiB
+    assert len(bomb) < 1024 * 1024
+    assert "larger than" in str(error_of(bomb, limits=LoadLimits(max_bytes=1024 * 1024)))
+    zipped = _package("zip", {"pipeline.yaml": b"a: " + b"0" * (8 * 1024 * 1024)})
+    assert "larger than" in str(error_of(zipped, limits=LoadLimits(max_bytes=1024 * 1024)))

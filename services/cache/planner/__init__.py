@@ -1,8 +1,8 @@
 """Pure Kubeflow pipeline planner: which step reads which dataset, and when.
 
 Parses KFP v1/v2 Argo Workflows and KFP v2 IR (bare, with a PlatformSpec
-document, or wrapped in a PipelineJob or a Kubernetes-native PipelineVersion)
-with PyYAML (never the kfp SDK), follows dataset URIs through the DAG and
+document, or wrapped in a PipelineJob or a Kubernetes-native PipelineVersion;
+plain or in a .tar.gz / .zip package) with PyYAML (never the kfp SDK), follows dataset URIs through the DAG and
 schedules prefetches. No network, etcd or gRPC here; the cache service
 feeds it history and sizes.
 """

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from gpufair.cache.planner.errors import PipelineError
+from gpufair.cache.planner.package import unpack
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ def load_documents(
     if isinstance(text, bytes):
         if len(text) > limits.max_bytes:
             raise PipelineError(source, "", f"file larger than {limits.max_bytes} bytes")
+        text, source = unpack(text, source, limits.max_bytes)
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
