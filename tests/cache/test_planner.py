@@ -388,3 +388,26 @@ def test_kfp_backend_workflow_says_where_the_task_specs_are() -> None:
     assert [u.reason for u in p.unresolved] == [
         "a KFP backend workflow: its tasks' commands and inputs are not in this file; "
         "plan the pipeline's compiled IR YAML instead"]
+
+
+def test_dra_resource_claims_become_hints() -> None:
+    text = """pipelineInfo: {name: p}
+root:
+  dag:
+    tasks:
+      check: {componentRef: {name: comp-check}}
+components:
+  comp-check: {executorLabel: exec-check}
+deploymentSpec:
+  executors:
+    exec-check: {container: {image: x}}
+---
+platforms:
+  kubernetes:
+    deploymentSpec:
+      executors:
+        exec-check:
+          podResourceClaims: [{resourceClaimTemplateName: gpu-claim}]
+"""
+    step = parse_pipeline(text, "p.yaml").step("check")
+    assert step.gpus == 0 and step.node_hints == ("resource claim gpu-claim (DRA; devices not counted)",)

@@ -104,6 +104,11 @@ def apply_platform(b: GraphBuilder, step: str, config: Node, p_in: dict[str, Val
             b.add_hint(step, hint)
     for mount in config.get("pvcMount").elements():
         _pvc(b, step, mount, p_in)
+    for claim in config.get("podResourceClaims").elements():
+        # Dynamic resource allocation: GPUs may come through a claim whose
+        # device count lives in a ResourceClaim(Template) outside this file.
+        name = claim.get("resourceClaimTemplateName").text() or claim.get("resourceClaimName").text()
+        b.add_hint(step, f"resource claim {name or '?'} (DRA; devices not counted)")
 
 
 def _pvc(b: GraphBuilder, step: str, mount: Node, p_in: dict[str, Val]) -> None:
