@@ -411,3 +411,36 @@ platforms:
 """
     step = parse_pipeline(text, "p.yaml").step("check")
     assert step.gpus == 0 and step.node_hints == ("resource claim gpu-claim (DRA; devices not counted)",)
+
+
+def test_endpoints_git_repos_https_buckets_and_shared_volumes() -> None:
+    text = ARGO + """  entrypoint: t
+  arguments:
+    parameters:
+    - {name: mlflow_tracking_uri, value: 'http://mlflow:5000'}
+    - {name: minio_endpoint, value: 'http://minio:9000/'}
+  volumes:
+  - {name: shared, nfs: {server: nas.local, path: /datasets}}
+  - {name: share, azureFile: {shareName: training-data, secretName: s}}
+  templates:
+  - name: t
+    container:
+      image: x
+      args: ['git clone https://github.com/org/repo.git',
+             'https://my-bkt.s3.eu-west-1.amazonaws.com/train/data.csv', '{{workflow.parameters.mlflow_tracking_uri}}']
+      volumeMounts: [{name: shared, mountPath: /data}, {name: share, mountPath: /share}]
+"""
+    p = parse_pipeline(text, "p.yaml")
+    reasons = {d.uri: d.reason for d in p.datasets}
+    # A bare host is a service, not data; nor is it listed because a parameter holds it.
+    assert not any(u.startswith("http://mlflow") or u.startswith("http://minio") for u in reasons)
+    assert "bucket 'my-bkt' addressed over HTTPS" in reasons["https://my-bkt.s3.eu-west-1.amazonaws.com/train/data.csv"]
+    assert set(p.step("t").datasets) >= {"nfs://nas.local/datasets", "azurefile://training-data"}
+    assert "NFS" in reasons["nfs://nas.local/datasets"]
+    assert "nfs nas.local/datasets at /data" in p.step("t").node_hints
+
+
+def test_git_repository_urls_are_not_downloads() -> None:
+    from gpufair.cache.planner.uris import classify
+    assert classify("https://github.com/org/repo.git") == (False, "a git repository, not a dataset in object storage")
+    assert "HTTPS download" in (classify("https://example.com/data/train.csv")[1] or "")

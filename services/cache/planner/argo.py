@@ -124,13 +124,22 @@ class _Walker:
         return self.templates[name]
 
     def _pvcs(self, volumes: Node, scope: Scope) -> dict[str, Val]:
-        """Volume name -> its claim name, or why that is known only at run
-        time (KFP v1 VolumeOp: a claim the pipeline creates itself)."""
+        """Volume name -> the data volume's URI (`pvc://claim`, `nfs://server/path`,
+        `azurefile://share`), or why that is known only at run time (KFP v1
+        VolumeOp: a claim the pipeline creates itself)."""
         out = {}
         for vol in volumes.elements():
+            name = vol.get("name").text() or ""
             claim = vol.get("persistentVolumeClaim").get("claimName")
+            nfs, share = vol.get("nfs"), vol.get("azureFile").get("shareName")
             if claim.text():
-                out[vol.get("name").text() or ""] = resolve(claim.text(), scope, claim.path).as_val()
+                val = resolve(claim.text(), scope, claim.path).as_val()
+                out[name] = Val(tuple((f"pvc://{c}", o) for c, o in val.options)) if val.known else val
+            elif nfs.get("server").text():
+                out[name] = Val.of(f"nfs://{nfs.get('server').text()}{nfs.get('path').text() or '/'}",
+                                   nfs.path)
+            elif share.text():
+                out[name] = Val.of(f"azurefile://{share.text()}", share.path)
         return out
 
     # -- groups -------------------------------------------------------------

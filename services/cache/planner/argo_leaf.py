@@ -50,15 +50,16 @@ def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: di
         for node in _texts(c):
             scan_text(b, key, node, scope, endpoints)
         for mount in c.get("volumeMounts").elements():
-            claim = volumes.get(mount.get("name").text() or "")
+            claim = volumes.get(mount.get("name").text() or "")  # a data volume's URI
             if claim is None:
                 continue
             if not claim.known:
                 b.note(mount.path, f"the PVC mounted at {mount.get('mountPath').text()}: "
                                    f"{claim.unknown}", key)
-            for name, origin in claim.options:
-                b.add_hint(key, f"pvc {name} at {mount.get('mountPath').text()}")
-                b.consume(key, f"pvc://{name}", origin)
+            for uri, origin in claim.options:
+                kind, _, where = uri.partition("://")
+                b.add_hint(key, f"{kind} {where} at {mount.get('mountPath').text()}")
+                b.consume(key, uri, origin)
     for source in (spec, tmpl):
         for hint in k8s_hints(source.get("nodeSelector"), source.get("tolerations"), source.get("affinity")):
             b.add_hint(key, hint)

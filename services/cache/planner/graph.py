@@ -13,10 +13,11 @@ from gpufair.cache.planner.uris import classify, scheme_of, strings_in, uris_in_
 #: Parameter names that probably carry a dataset location...
 _DATA_NAME = re.compile(r"uri|url|path|data|bucket|source|src|prefix|dir|file", re.I)
 #: ...unless a word says it is where the pipeline writes (`root_dir`,
-#: `output_path`, `staging_bucket`). `location` alone is left out: in GCP
-#: pipelines it is a region (a third of all notes in a 105-pipeline sweep).
+#: `output_path`, `staging_bucket`) or a label (`data_version`, `dataset_id`).
+#: `location` alone is left out: in GCP pipelines it is a region (a third of
+#: all notes in a 105-pipeline sweep).
 _NOT_DATA = re.compile(r"(?:^|[_-])(?:output|out|dest|destination|export|staging|logs?|tensorboard"
-                       r"|checkpoints?|root|tmp|temp)(?:$|[_-])", re.I)
+                       r"|checkpoints?|root|tmp|temp|version|id)(?:$|[_-])", re.I)
 
 DEFAULT_MAX_STEPS = 5_000
 

@@ -30,7 +30,14 @@ UNFETCHABLE_REASONS = {
     "pvc": "a PersistentVolumeClaim mount: the data already lives on a volume",
     "git": "a git repository, not a dataset in object storage",
     "ftp": "FTP download: not an object store the cache manages",
+    "nfs": "an NFS volume mount: the data already lives on a volume",
+    "azurefile": "an Azure Files volume mount: the data already lives on a volume",
 }
+
+# An object store addressed over HTTPS, bucket in the host or first path segment.
+_HTTPS_BUCKET = re.compile(r"^https?://(?:([a-z0-9.-]+)\.s3[.-][a-z0-9.-]*amazonaws\.com|"
+                           r"storage\.googleapis\.com/([a-z0-9._-]+)|"
+                           r"([a-z0-9.-]+)\.[a-z0-9-]+\.digitaloceanspaces\.com)(?:/|$)", re.I)
 
 # Object-store schemes worth picking out of free text (args, env, scripts).
 # http(s) is left out on purpose: commands are full of pip/index URLs.
@@ -53,7 +60,19 @@ def classify(uri: str) -> tuple[bool, str | None]:
         if not bucket_and_key(uri)[0]:
             return False, "no bucket in the URI"
         return True, None
+    if scheme in ("http", "https", "git") and _is_git(uri):
+        return False, UNFETCHABLE_REASONS["git"]
+    m = _HTTPS_BUCKET.match(uri) if scheme in ("http", "https") else None
+    if m:
+        bucket = next(g for g in m.groups() if g)
+        return False, (f"bucket '{bucket}' addressed over HTTPS: the cache fetches it when the "
+                       "pipeline names it as s3://bucket/key (gs:// for Google Cloud Storage)")
     return False, UNFETCHABLE_REASONS.get(scheme, f"unsupported scheme '{scheme}://'")
+
+
+def _is_git(uri: str) -> bool:
+    path = uri.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    return path.endswith(".git") or ".git/" in path
 
 
 def bucket_and_key(uri: str) -> tuple[str, str]:
@@ -65,8 +84,13 @@ def bucket_and_key(uri: str) -> tuple[str, str]:
 
 
 def is_uri(text: str) -> bool:
-    """True if the whole string is one URI with a known storage scheme."""
-    scheme = scheme_of(text.strip())
+    """True if the whole string is one URI with a known storage scheme. A
+    bare http(s) host (`http://minio:9000`, an MLflow server) is a service
+    endpoint, not data."""
+    text = text.strip()
+    scheme = scheme_of(text)
+    if scheme in ("http", "https") and not bucket_and_key(text)[1].strip("/"):
+        return False
     return scheme in FETCHABLE_SCHEMES or scheme in UNFETCHABLE_REASONS
 
 
