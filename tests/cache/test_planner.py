@@ -444,3 +444,19 @@ def test_git_repository_urls_are_not_downloads() -> None:
     from gpufair.cache.planner.uris import classify
     assert classify("https://github.com/org/repo.git") == (False, "a git repository, not a dataset in object storage")
     assert "HTTPS download" in (classify("https://example.com/data/train.csv")[1] or "")
+
+
+def test_bucket_and_object_given_apart_get_a_note() -> None:
+    text = ARGO + """  entrypoint: t
+  arguments:
+    parameters: [{name: bucket_name, value: raw-data}, {name: object_name, value: /train/x.csv}]
+  templates:
+  - name: t
+    inputs:
+      parameters: [{name: bucket_name}, {name: object_name}]
+    container: {image: x, args: ['{{inputs.parameters.bucket_name}}', '{{inputs.parameters.object_name}}']}
+"""
+    p = parse_pipeline(text, "p.yaml")
+    assert p.datasets == ()
+    (note,) = p.unresolved
+    assert note.step == "t" and "if it reads s3://raw-data/train/x.csv" in note.reason

@@ -66,6 +66,9 @@ def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: di
     for name, val in scope.items():
         if name.startswith("inputs.artifacts."):
             _use_artifact(b, key, tmpl, name, val, endpoints)
+    prefix = "inputs.parameters."
+    b.note_split_location(key, {n[len(prefix):]: v for n, v in scope.items() if n.startswith(prefix)},
+                          f"{tmpl.path}.inputs.parameters")
 
 
 def _use_artifact(b: GraphBuilder, key: str, tmpl: Node, name: str, val: Val, endpoints: dict[str, str]) -> None:

@@ -19,6 +19,9 @@ _DATA_NAME = re.compile(r"uri|url|path|data|bucket|source|src|prefix|dir|file", 
 _NOT_DATA = re.compile(r"(?:^|[_-])(?:output|out|dest|destination|export|staging|logs?|tensorboard"
                        r"|checkpoints?|root|tmp|temp|version|id)(?:$|[_-])", re.I)
 
+_BUCKET_NAME = re.compile(r"bucket", re.I)
+_KEY_NAME = re.compile(r"object|key|prefix|file|path|blob", re.I)
+
 DEFAULT_MAX_STEPS = 5_000
 
 
@@ -126,6 +129,25 @@ class GraphBuilder:
                     self.consume(step, uri, origin)
             for prefix in partial:
                 self.note(origin, f"URI '{prefix}' is completed by a value known only at run time", step)
+
+    def note_split_location(self, step: str, inputs: dict[str, Val], where: str) -> None:
+        """A bucket and an object key given as separate inputs (the URI is
+        put together in the component's code, e.g. `fget_object(bucket, key)`):
+        the cache cannot see that read, so say how to make it visible."""
+        def plain(pattern: re.Pattern, skip: re.Pattern | None) -> list[tuple[str, str]]:
+            out = []
+            for name, val in inputs.items():
+                value = val.options[0][0] if val.known and val.options else None
+                if (isinstance(value, str) and value.strip("/") and not scheme_of(value)
+                        and pattern.search(name) and not (skip and skip.search(name))):
+                    out.append((name, value.strip("/")))
+            return out
+        buckets, keys = plain(_BUCKET_NAME, None), plain(_KEY_NAME, _BUCKET_NAME)
+        if buckets and keys:
+            (bn, bv), (kn, kv) = buckets[0], keys[0]
+            self.note(where, f"bucket '{bv}' ({bn}) and object '{kv}' ({kn}) are separate inputs, "
+                      f"so the step builds the URI in code: if it reads s3://{bv}/{kv}, pass "
+                      "that as one input to let the cache prefetch it", step)
 
     def add_gpus(self, step: str, count: int, accelerator: str | None) -> None:
         draft = self._steps[step]

@@ -206,6 +206,7 @@ def _consume_inputs(b: GraphBuilder, key: str, inputs: Node, p_in: dict[str, Val
         b.use_value(key, val, f"{inputs.path}.parameters.{name}", name)
     for name, val in a_in.items():
         b.use_value(key, val, f"{inputs.path}.artifacts.{name}", name, typed=True)
+    b.note_split_location(key, p_in, f"{inputs.path}.parameters")
 
 
 def _container(b: GraphBuilder, key: str, container: Node, p_in: dict[str, Val]) -> None:
