@@ -2,9 +2,9 @@
 
 Parses KFP v1/v2 Argo Workflows and KFP v2 IR (bare, with a PlatformSpec
 document, or wrapped in a PipelineJob or a Kubernetes-native PipelineVersion;
-plain or in a .tar.gz / .zip package) with PyYAML (never the kfp SDK), follows dataset URIs through the DAG and
-schedules prefetches. No network, etcd or gRPC here; the cache service
-feeds it history and sizes.
+plain or in a .tar.gz / .zip package) with PyYAML (never the kfp SDK),
+follows dataset URIs through the DAG and schedules prefetches. No network,
+etcd or gRPC here; the cache service feeds it history and sizes.
 """
 
 from gpufair.cache.planner.errors import PipelineError

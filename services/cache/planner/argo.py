@@ -77,8 +77,9 @@ class _Walker:
             self._declare(val, endpoint)
         entry_node = self.spec.get("entrypoint")
         if entry_node.missing:
-            ref = " (workflowTemplateRef is not followed offline)" if not self.spec.get("workflowTemplateRef").missing else ""
-            raise self.spec.error(f"missing required field 'entrypoint'{ref}")
+            ref = self.spec.get("workflowTemplateRef")
+            why = "" if ref.missing else " (workflowTemplateRef is not followed offline)"
+            raise self.spec.error(f"missing required field 'entrypoint'{why}")
         entry = entry_node.name("a template name")
         tmpl = self._template(entry, entry_node)
         scope = _entry_inputs(tmpl, wf, self._bind(Node({}, entry_node.path, entry_node.ctx), tmpl, wf, [wf]))
