@@ -460,3 +460,42 @@ def test_bucket_and_object_given_apart_get_a_note() -> None:
     assert p.datasets == ()
     (note,) = p.unresolved
     assert note.step == "t" and "if it reads s3://raw-data/train/x.csv" in note.reason
+
+
+def test_a_step_that_submits_a_training_job_shows_its_gpus_and_volumes() -> None:
+    # KFP v1 submits PyTorchJobs through Argo resource templates.
+    text = ARGO + """  entrypoint: train
+  templates:
+  - name: train
+    resource:
+      action: apply
+      manifest: |
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: '{{workflow.name}}-job'}
+        spec:
+          pytorchReplicaSpecs:
+            Master:
+              replicas: 1
+              template:
+                spec:
+                  containers: [{name: c, resources: {limits: {nvidia.com/gpu: 2}}}]
+                  volumes: [{name: d, persistentVolumeClaim: {claimName: imagenet}}]
+            Worker:
+              replicas: 3
+              template:
+                spec:
+                  containers: [{name: c, resources: {limits: {nvidia.com/gpu: "2"}}}]
+"""
+    step = parse_pipeline(text, "p.yaml").step("train")
+    assert (step.gpus, step.accelerator) == (8, "nvidia.com/gpu")
+    assert step.datasets == ("pvc://imagenet",) and "launches a PyTorchJob" in step.node_hints
+    broken = text.replace("kind: PyTorchJob", "kind: [unclosed")
+    assert parse_pipeline(broken, "p.yaml").step("train").gpus == 0  # unreadable manifest: no guess
+
+
+def test_object_store_https_urls_in_free_text() -> None:
+    from gpufair.cache.planner.uris import uris_in_text
+    text = ("kedro run --params src=https://my-bkt.s3.eu-west-1.amazonaws.com/train.csv,x=1 "
+            "&& pip install -i https://pypi.org/simple pkg")
+    assert uris_in_text(text)[0] == ["https://my-bkt.s3.eu-west-1.amazonaws.com/train.csv"]

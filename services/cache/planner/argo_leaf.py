@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpufair.cache.planner.argo_text import Scope, resolve
 from gpufair.cache.planner.doc import Node
 from gpufair.cache.planner.graph import GraphBuilder, looks_like_data
+from gpufair.cache.planner.launched import launched
 from gpufair.cache.planner.model import Val
 from gpufair.cache.planner.platform import k8s_gpus, k8s_hints
 
@@ -60,6 +61,9 @@ def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: di
                 kind, _, where = uri.partition("://")
                 b.add_hint(key, f"{kind} {where} at {mount.get('mountPath').text()}")
                 b.consume(key, uri, origin)
+    manifest = tmpl.get("resource").get("manifest")
+    if isinstance(manifest.value, str):
+        _launched(b, key, manifest, scope)
     for source in (spec, tmpl):
         for hint in k8s_hints(source.get("nodeSelector"), source.get("tolerations"), source.get("affinity")):
             b.add_hint(key, hint)
@@ -69,6 +73,21 @@ def scan_leaf(b: GraphBuilder, key: str, tmpl: Node, scope: Scope, endpoints: di
     prefix = "inputs.parameters."
     b.note_split_location(key, {n[len(prefix):]: v for n, v in scope.items() if n.startswith(prefix)},
                           f"{tmpl.path}.inputs.parameters")
+
+
+def _launched(b: GraphBuilder, key: str, manifest: Node, scope: Scope) -> None:
+    """GPUs and PVCs of the workload a `resource` template creates (KFP v1
+    pipelines submit PyTorchJobs and TFJobs this way)."""
+    text = resolve(manifest.value, scope, manifest.path).options[0][0]
+    job = launched(text, manifest.path)
+    if job is None:
+        return
+    b.add_hint(key, f"launches a {job.kind}")
+    if job.gpus:
+        b.add_gpus(key, job.gpus, job.accelerator)
+    for claim in job.claims:
+        b.add_hint(key, f"pvc {claim} in the {job.kind}")
+        b.consume(key, f"pvc://{claim}", manifest.path)
 
 
 def _use_artifact(b: GraphBuilder, key: str, tmpl: Node, name: str, val: Val, endpoints: dict[str, str]) -> None:

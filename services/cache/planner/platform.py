@@ -13,6 +13,11 @@ from gpufair.cache.planner.model import Val
 _GPU_RESOURCE = re.compile(r"^([a-z0-9.-]+/(gpu|gpu-[a-z0-9-]+|mig-[a-z0-9.-]+)|gpu\.intel\.com/.+|habana\.ai/gaudi)$")
 
 
+def is_gpu_resource(name: str) -> bool:
+    """True for a Kubernetes extended resource that is a GPU or similar accelerator."""
+    return bool(_GPU_RESOURCE.match(name))
+
+
 def _count(b: GraphBuilder, step: str, node: Node) -> int:
     """A non-negative integer count; a placeholder is noted as unresolved."""
     value = node.value
@@ -32,7 +37,7 @@ def k8s_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | No
     """GPUs requested in a Kubernetes container's resources (limits win)."""
     for section in ("limits", "requests"):
         for name, qty in resources.get(section).items():
-            if _GPU_RESOURCE.match(name):
+            if is_gpu_resource(name):
                 return _count(b, step, qty), name
     return 0, None
 

@@ -43,6 +43,10 @@ _HTTPS_BUCKET = re.compile(r"^https?://(?:([a-z0-9.-]+)\.s3[.-][a-z0-9.-]*amazon
 # http(s) is left out on purpose: commands are full of pip/index URLs.
 _TEXT_SCHEMES = "s3a?|s3n|minio|gs|gcs|hdfs|webhdfs|abfss?|az|azure|wasbs?|oss|cos"
 _IN_TEXT = re.compile(rf"(?<![A-Za-z0-9+.-])(?:{_TEXT_SCHEMES})://[^\s'\"<>{{}}|\\^`,;()\[\]]+")
+# ...and http(s) only on object-store hosts, where a URL is a bucket's object.
+_STORE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])https?://(?:[a-z0-9.-]+\.s3[.-][a-z0-9.-]*amazonaws\.com"
+                            r"|storage\.googleapis\.com|[a-z0-9.-]+\.[a-z0-9-]+\.digitaloceanspaces\.com)"
+                            r"/[^\s'\"<>{}|\\^`,;()\[\]]+", re.I)
 _WHOLE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://(\S+)$")
 _MAX_WALK = 10_000
 
@@ -107,6 +111,7 @@ def uris_in_text(text: str) -> tuple[list[str], list[str]]:
     found: list[str] = []
     partial: list[str] = []
     for part in _program_strings(text) or [text]:
+        found += [_trim(m.group(0)) for m in _STORE_IN_TEXT.finditer(part)]
         for m in _IN_TEXT.finditer(part):
             uri = _trim(m.group(0))
             if part.startswith("{{", m.end()) or part.startswith("{", m.end()):
