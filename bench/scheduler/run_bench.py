@@ -55,24 +55,28 @@ def mixes(trace, max_replicas: int, speedup: float, seed: int):
     return {"multi-GPU": multi, "1-GPU": single}
 
 
-def traces(args):
+def traces(args) -> list[tuple[str, int, tuple]]:
     """(label, seed, trace) per `--workloads` entry: N names the shared
     AdaptDL mix N ("wN", seed N), anything else a trace file (its name, seed
-    = its position)."""
+    = its position). All read before any simulation, so a bad file fails fast."""
+    out = []
     for pos, item in enumerate(args.workloads.split(","), 1):
         if item.isdigit():
             path = Path(args.data) / "workloads" / f"adaptdl-workload-{item}.csv"
-            yield f"w{item}", int(item), load_workload(path)
+            out.append((f"w{item}", int(item), load_workload(path)))
         else:
-            yield Path(item).stem, pos, load_workload(item)
+            out.append((Path(item).stem, pos, load_workload(item)))
+    labels = [label for label, _, _ in out]
+    if len(set(labels)) != len(labels):
+        raise InvalidArgument(f"--workloads: two traces share a name ({', '.join(labels)})")
+    return out
 
 
-def colocations(args):
+def colocations(args) -> list[tuple[str, object]]:
     """(GPU type, model) per type `--gpu-types` names, default every type in the file."""
     path = args.colocation or Path(args.data) / "colocation" / "gavel-physical-k80-p100.json"
     names = args.gpu_types.split(",") if args.gpu_types else gpu_types(path)
-    for gpu_type in names:
-        yield gpu_type, load_colocation(path, gpu_type)
+    return [(gpu_type, load_colocation(path, gpu_type)) for gpu_type in names]
 
 
 def variants(with_rate: bool = True) -> list[tuple[str, str, PolicyConfig]]:
@@ -149,8 +153,8 @@ def run_sims(args) -> None:
     cells: dict[tuple[str, str, str, str], dict[str, dict]] = {}
     print(HEAD)
     for place in args.placements.split(","):
-        for gpu_type, colo in colocations(args):
-            for w, seed, trace in traces(args):
+        for gpu_type, colo in args.colocations:
+            for w, seed, trace in args.traces:
                 for mix, jobs in mixes(trace, args.max_replicas, args.speedup, seed).items():
                     results = {label: simulate(colo, jobs, SimConfig(
                         args.gpus, p, seed=seed, placement=place, policy_config=cfg))
@@ -181,8 +185,8 @@ def run_decisions(args) -> None:
     print(f"\nper decision, max predicted SD under time-slicing ({place}; means over decisions "
           f"where a multi-GPU job shares a GPU)\n{'gpu':<4} {'wl':<3} {'mix':<9} {'n':>5} "
           f"{'plan/even':>9} {'real/even':>9} {'real<even':>9} {'real>even':>9} {'real/bound':>10}")
-    for gpu_type, colo in colocations(args):
-        for w, seed, trace in traces(args):
+    for gpu_type, colo in args.colocations:
+        for w, seed, trace in args.traces:
             for mix, jobs in mixes(trace, args.max_replicas, args.speedup, seed).items():
                 rows = []
 
@@ -297,6 +301,8 @@ def main() -> int:
             check_placement(place)
         except InvalidArgument as e:
             ap.error(str(e))
+    if not (args.skip_sim and args.skip_decisions):
+        args.colocations, args.traces = colocations(args), traces(args)
     if not args.skip_timing:
         run_timing(args)
     if not args.skip_sim:

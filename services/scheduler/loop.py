@@ -33,21 +33,34 @@ class RoundResult:
 
 # The round's record holds every job's explanation, ~425 bytes a job: as
 # plain JSON, ~3,700 jobs would pass etcd's 1.5 MiB request limit, and every
-# round writes it into etcd's history. Compressed it is ~5x smaller.
+# round writes it into etcd's history. Compressed it is ~4x smaller. The
+# plain fields stay, with "jobs" empty, so a replica of the previous version
+# (mid-upgrade) reads a round without its jobs rather than failing.
 _PACKED = "zlib_b64"
+_MAX_RECORD = 64 * 1024 * 1024
 
 
 def pack_record(record: dict) -> dict:
-    """The decision record as stored in etcd: compressed JSON."""
-    raw = json.dumps(record, separators=(",", ":")).encode()
-    return {_PACKED: base64.b64encode(zlib.compress(raw, 6)).decode("ascii")}
+    """The decision record as stored in etcd: its jobs compressed."""
+    raw = json.dumps(record["jobs"], separators=(",", ":")).encode()
+    return {**record, "jobs": [], _PACKED: base64.b64encode(zlib.compress(raw, 6)).decode("ascii")}
 
 
-def unpack_record(value: dict) -> dict:
-    """The record `pack_record` stored (or a plain one, as earlier versions wrote)."""
+def unpack_record(value: dict) -> dict | None:
+    """The record `pack_record` stored (a plain one as earlier versions
+    wrote it passes through); None if the stored jobs are corrupt."""
     if _PACKED not in value:
         return value
-    return json.loads(zlib.decompress(base64.b64decode(value[_PACKED])))
+    try:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(value[_PACKED], validate=True), _MAX_RECORD)
+        jobs = json.loads(raw) if not inflate.unconsumed_tail else None
+    except (ValueError, zlib.error):  # binascii.Error and JSONDecodeError are ValueErrors
+        jobs = None
+    if not isinstance(jobs, list):
+        logger.warning("the stored decision record is corrupt or too large; ignoring it")
+        return None
+    return {k: v for k, v in value.items() if k != _PACKED} | {"jobs": jobs}
 
 
 def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:

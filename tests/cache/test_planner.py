@@ -376,8 +376,10 @@ def prep(out: str):
 
 
 @pytest.mark.parametrize("name,data", [("dataset_uri", True), ("data_dir", True), ("src", True),
+                                       ("data_root", True), ("checkpoint_path", True),
                                        ("root_dir", False), ("output_path", False),
-                                       ("staging_bucket", False), ("location", False)])
+                                       ("outputPath", False), ("staging_bucket", False),
+                                       ("location", False), ("data_version", False)])
 def test_which_parameter_names_suggest_input_data(name: str, data: bool) -> None:
     from gpufair.cache.planner.graph import looks_like_data
     assert looks_like_data(name) is data
@@ -426,7 +428,7 @@ def test_endpoints_git_repos_https_buckets_and_shared_volumes() -> None:
   - name: t
     container:
       image: x
-      args: ['git clone https://github.com/org/repo.git',
+      args: ['https://github.com/org/repo.git',
              'https://my-bkt.s3.eu-west-1.amazonaws.com/train/data.csv', '{{workflow.parameters.mlflow_tracking_uri}}']
       volumeMounts: [{name: shared, mountPath: /data}, {name: share, mountPath: /share}]
 """
@@ -435,6 +437,7 @@ def test_endpoints_git_repos_https_buckets_and_shared_volumes() -> None:
     # A bare host is a service, not data; nor is it listed because a parameter holds it.
     assert not any(u.startswith("http://mlflow") or u.startswith("http://minio") for u in reasons)
     assert "bucket 'my-bkt' addressed over HTTPS" in reasons["https://my-bkt.s3.eu-west-1.amazonaws.com/train/data.csv"]
+    assert "git repository" in reasons["https://github.com/org/repo.git"]
     assert set(p.step("t").datasets) >= {"nfs://nas.local/datasets", "azurefile://training-data"}
     assert "NFS" in reasons["nfs://nas.local/datasets"]
     assert "nfs nas.local/datasets at /data" in p.step("t").node_hints
@@ -499,3 +502,17 @@ def test_object_store_https_urls_in_free_text() -> None:
     text = ("kedro run --params src=https://my-bkt.s3.eu-west-1.amazonaws.com/train.csv,x=1 "
             "&& pip install -i https://pypi.org/simple pkg")
     assert uris_in_text(text)[0] == ["https://my-bkt.s3.eu-west-1.amazonaws.com/train.csv"]
+
+
+def test_hostile_text_stays_linear() -> None:
+    # Overlapping host patterns once backtracked: 120 KB took 24 s.
+    from gpufair.cache.planner.uris import uris_in_text
+    assert uris_in_text("https://" + "a.s3." * 4000 + " x") == ([], [])
+
+
+def test_fstring_uri_in_a_program_is_completed_at_run_time() -> None:
+    from gpufair.cache.planner.uris import uris_in_text
+    program = 'import os\ndef f(day):\n    return f"s3://lake/events/{day}.parquet"\n'
+    assert uris_in_text(program) == ([], ["s3://lake/events/{{...}}"])
+    only_docs = 'def f():\n    """s3://docs/x"""\n    # s3://commented/out\n    pass\n'
+    assert uris_in_text(only_docs) == ([], [])

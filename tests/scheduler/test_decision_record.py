@@ -33,6 +33,15 @@ def test_packed_record_round_trips_and_fits_where_plain_json_does_not() -> None:
     assert len(json.dumps(packed).encode()) < _ETCD_REQUEST_LIMIT / 3
 
 
-def test_a_plain_record_from_an_earlier_version_still_reads() -> None:
+def test_records_across_versions() -> None:
     record = _record(3)
-    assert unpack_record(record) == record
+    assert unpack_record(record) == record  # written by the previous version
+    packed = pack_record(record)
+    # The previous version reads a packed record as a round without jobs.
+    assert packed["jobs"] == [] and packed["summary"] == record["summary"]
+
+
+def test_a_corrupt_record_is_ignored_not_raised() -> None:
+    packed = pack_record(_record(3))
+    for bad in ("not base64!", packed["zlib_b64"][:-8], "eJwLycgsVgCiRIWS1OISAC0dBWQ="):
+        assert unpack_record({**packed, "zlib_b64": bad}) is None

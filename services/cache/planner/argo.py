@@ -8,7 +8,7 @@ from typing import Any
 
 from gpufair.cache.planner.argo_artifacts import artifact_source
 from gpufair.cache.planner.argo_bind import bind, loop_scopes
-from gpufair.cache.planner.argo_leaf import scan_leaf
+from gpufair.cache.planner.argo_leaf import containers, scan_leaf
 from gpufair.cache.planner.argo_text import Scope, resolve
 from gpufair.cache.planner.dagutil import expand, sinks, topo_order
 from gpufair.cache.planner.doc import Node
@@ -62,6 +62,7 @@ class _Walker:
             else "the cluster's default artifact repository"
         )
         self._expanding: list[str] = []  # group templates being expanded, outermost first
+        self._spec_volumes = _by_name(self.spec.get("volumes"))
 
     def run(self) -> Pipeline:
         if "system-container-driver" in self.templates:
@@ -124,24 +125,23 @@ class _Walker:
             raise at.error(f"unknown template '{name}'")
         return self.templates[name]
 
-    def _pvcs(self, volumes: Node, scope: Scope) -> dict[str, Val]:
+    def _data_volumes(self, tmpl: Node, scope: Scope) -> dict[str, Val]:
         """Volume name -> the data volume's URI (`pvc://claim`, `nfs://server/path`,
         `azurefile://share`), or why that is known only at run time (KFP v1
-        VolumeOp: a claim the pipeline creates itself)."""
+        VolumeOp: a claim the pipeline creates itself), for the volumes the
+        template's containers mount (the template's own, else the workflow's)."""
+        own = _by_name(tmpl.get("volumes"))
         out = {}
-        for vol in volumes.elements():
-            name = vol.get("name").text() or ""
-            claim = vol.get("persistentVolumeClaim").get("claimName")
-            nfs, share = vol.get("nfs"), vol.get("azureFile").get("shareName")
-            if claim.text():
-                val = resolve(claim.text(), scope, claim.path).as_val()
-                out[name] = Val(tuple((f"pvc://{c}", o) for c, o in val.options)) if val.known else val
-            elif nfs.get("server").text():
-                out[name] = Val.of(f"nfs://{nfs.get('server').text()}{nfs.get('path').text() or '/'}",
-                                   nfs.path)
-            elif share.text():
-                out[name] = Val.of(f"azurefile://{share.text()}", share.path)
+        for c in containers(tmpl):
+            for mount in c.get("volumeMounts").elements():
+                name = mount.get("name").text() or ""
+                vol = own.get(name) or self._spec_volumes.get(name)
+                if vol is not None and name not in out:
+                    val = _volume_uri(vol, scope)
+                    if val is not None:
+                        out[name] = val
         return out
+
 
     # -- groups -------------------------------------------------------------
 
@@ -227,8 +227,24 @@ class _Walker:
         kind = next((k for f, k in _LEAF_KINDS.items() if not tmpl.get(f).missing), OTHER)
         self.b.add_step(at, Step(key, kind, tmpl.get("name").text() or key, waits,
                                  condition=condition, loop=loop, parent=parent))
-        volumes = {**self._pvcs(self.spec.get("volumes"), scope), **self._pvcs(tmpl.get("volumes"), scope)}
-        scan_leaf(self.b, key, tmpl, scope, self.endpoints, volumes, self.spec)
+        scan_leaf(self.b, key, tmpl, scope, self.endpoints, self._data_volumes(tmpl, scope), self.spec)
+
+
+def _by_name(volumes: Node) -> dict[str, Node]:
+    return {v.get("name").text() or "": v for v in volumes.elements()}
+
+
+def _volume_uri(vol: Node, scope: Scope) -> Val | None:
+    claim = vol.get("persistentVolumeClaim").get("claimName")
+    nfs, share = vol.get("nfs"), vol.get("azureFile").get("shareName")
+    if claim.text():
+        val = resolve(claim.text(), scope, claim.path).as_val()
+        return Val(tuple((f"pvc://{c}", o) for c, o in val.options)) if val.known else val
+    if nfs.get("server").text():
+        return Val.of(f"nfs://{nfs.get('server').text()}{nfs.get('path').text() or '/'}", nfs.path)
+    if share.text():
+        return Val.of(f"azurefile://{share.text()}", share.path)
+    return None
 
 
 def _entry_inputs(tmpl: Node, wf: Scope, scope: Scope) -> Scope:

@@ -68,7 +68,8 @@ def _collect(spec: Node, params: dict[str, Node]
                 runtime.update(run_parameters(config.get("parameterValues"), config.get("parameters")))
             if "task" not in args or "component" not in args:
                 continue
-            ref = (_json(args["task"], params).get("componentRef") or {}).get("name")
+            ref = _json(args["task"], params).get("componentRef")
+            ref = ref.get("name") if isinstance(ref, dict) else None
             if not isinstance(ref, str):
                 continue
             comp = _json(args["component"], params)

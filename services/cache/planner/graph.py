@@ -12,12 +12,14 @@ from gpufair.cache.planner.uris import classify, scheme_of, strings_in, uris_in_
 
 #: Parameter names that probably carry a dataset location...
 _DATA_NAME = re.compile(r"uri|url|path|data|bucket|source|src|prefix|dir|file", re.I)
-#: ...unless a word says it is where the pipeline writes (`root_dir`,
-#: `output_path`, `staging_bucket`) or a label (`data_version`, `dataset_id`).
-#: `location` alone is left out: in GCP pipelines it is a region (a third of
-#: all notes in a 105-pipeline sweep).
-_NOT_DATA = re.compile(r"(?:^|[_-])(?:output|out|dest|destination|export|staging|logs?|tensorboard"
-                       r"|checkpoints?|root|tmp|temp|version|id)(?:$|[_-])", re.I)
+#: ...unless one of its words says it is where the pipeline writes
+#: (`output_path`, `outputPath`, `staging_bucket`, `pipeline_root`) or a label
+#: (`data_version`, `dataset_id`). `location` alone is left out: in GCP
+#: pipelines it is a region (a third of all notes in a 105-pipeline sweep).
+_NOT_DATA_WORDS = frozenset({"output", "outputs", "out", "dest", "destination", "export", "staging",
+                             "log", "logs", "tensorboard", "tmp", "temp", "version", "id"})
+_NOT_DATA_NAMES = frozenset({"root", "root_dir", "pipeline_root", "output_root"})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 _BUCKET_NAME = re.compile(r"bucket", re.I)
 _KEY_NAME = re.compile(r"object|key|prefix|file|path|blob", re.I)
@@ -27,7 +29,12 @@ DEFAULT_MAX_STEPS = 5_000
 
 def looks_like_data(name: str) -> bool:
     """True if a parameter called `name` probably holds a dataset location."""
-    return bool(_DATA_NAME.search(name)) and not _NOT_DATA.search(name)
+    return bool(_DATA_NAME.search(name)) and not _says_not_data(name)
+
+
+def _says_not_data(name: str) -> bool:
+    words = {w.lower() for w in _WORD.findall(name)}
+    return bool(words & _NOT_DATA_WORDS) or name.lower() in _NOT_DATA_NAMES
 
 
 @dataclass
@@ -139,14 +146,16 @@ class GraphBuilder:
             for name, val in inputs.items():
                 value = val.options[0][0] if val.known and val.options else None
                 if (isinstance(value, str) and value.strip("/") and not scheme_of(value)
-                        and pattern.search(name) and not (skip and skip.search(name))):
+                        and pattern.search(name) and not (skip and skip.search(name))
+                        and not _says_not_data(name)):
                     out.append((name, value.strip("/")))
             return out
         buckets, keys = plain(_BUCKET_NAME, None), plain(_KEY_NAME, _BUCKET_NAME)
         if buckets and keys:
             (bn, bv), (kn, kv) = buckets[0], keys[0]
+            scheme = "gs" if re.search(r"gcs|(?:^|_)gs(?:_|$)", bn, re.I) else "s3"
             self.note(where, f"bucket '{bv}' ({bn}) and object '{kv}' ({kn}) are separate inputs, "
-                      f"so the step builds the URI in code: if it reads s3://{bv}/{kv}, pass "
+                      f"so the step builds the URI in code: if it reads {scheme}://{bv}/{kv}, pass "
                       "that as one input to let the cache prefetch it", step)
 
     def add_gpus(self, step: str, count: int, accelerator: str | None) -> None:

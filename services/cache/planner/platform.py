@@ -18,19 +18,24 @@ def is_gpu_resource(name: str) -> bool:
     return bool(_GPU_RESOURCE.match(name))
 
 
+_MAX_GPUS = 4096  # per step: more is a typo or hostile input, not a request
+
+
 def _count(b: GraphBuilder, step: str, node: Node) -> int:
     """A non-negative integer count; a placeholder is noted as unresolved."""
     value = node.value
     if isinstance(value, bool) or value is None:
         return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    text = node.text() or ""
+    text = str(value) if isinstance(value, int) else (node.text() or "")
     try:
-        return max(int(float(text)), 0)
+        count = float(text)
     except ValueError:
         b.note(node.path, f"GPU count '{text}' is known only at run time", step)
         return 0
+    if not (0 <= count <= _MAX_GPUS) or count != int(count):
+        b.note(node.path, f"GPU count '{text[:40]}' is not a whole number from 0 to {_MAX_GPUS}", step)
+        return 0
+    return int(count)
 
 
 def k8s_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | None]:
@@ -128,9 +133,9 @@ def _pvc(b: GraphBuilder, step: str, mount: Node, p_in: dict[str, Val]) -> None:
         found, name = constant(runtime) if not runtime.missing else (False, None)
         if not found and "componentInputParameter" in holder.as_mapping():
             pname = holder.get("componentInputParameter").text() or ""
-            val = p_in.get(pname, Val.why(f"is named by '{pname}', which is not bound"))
+            val = p_in.get(pname, Val.why("no input of the task or its DAG has that name"))
             found, name = (True, val.options[0][0]) if val.known and val.options else (False, None)
-            why = why if found or val.unknown is None else f"is unknown: {val.unknown}"
+            why = why if found or val.unknown is None else f"is named by '{pname}': {val.unknown}"
     if not found or not isinstance(name, str) or not name:
         b.note(mount.path, f"PVC mounted at {path} {why}", step)
         return

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 from typing import Any
 
 #: Schemes the node cache pulls itself (through its S3/MinIO client).
@@ -34,19 +36,12 @@ UNFETCHABLE_REASONS = {
     "azurefile": "an Azure Files volume mount: the data already lives on a volume",
 }
 
-# An object store addressed over HTTPS, bucket in the host or first path segment.
-_HTTPS_BUCKET = re.compile(r"^https?://(?:([a-z0-9.-]+)\.s3[.-][a-z0-9.-]*amazonaws\.com|"
-                           r"storage\.googleapis\.com/([a-z0-9._-]+)|"
-                           r"([a-z0-9.-]+)\.[a-z0-9-]+\.digitaloceanspaces\.com)(?:/|$)", re.I)
-
 # Object-store schemes worth picking out of free text (args, env, scripts).
 # http(s) is left out on purpose: commands are full of pip/index URLs.
 _TEXT_SCHEMES = "s3a?|s3n|minio|gs|gcs|hdfs|webhdfs|abfss?|az|azure|wasbs?|oss|cos"
 _IN_TEXT = re.compile(rf"(?<![A-Za-z0-9+.-])(?:{_TEXT_SCHEMES})://[^\s'\"<>{{}}|\\^`,;()\[\]]+")
-# ...and http(s) only on object-store hosts, where a URL is a bucket's object.
-_STORE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])https?://(?:[a-z0-9.-]+\.s3[.-][a-z0-9.-]*amazonaws\.com"
-                            r"|storage\.googleapis\.com|[a-z0-9.-]+\.[a-z0-9-]+\.digitaloceanspaces\.com)"
-                            r"/[^\s'\"<>{}|\\^`,;()\[\]]+", re.I)
+# ...and http(s) only where `https_bucket` sees an object store's host.
+_HTTP_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])https?://[^\s'\"<>{}|\\^`,;()\[\]]{1,2048}")
 _WHOLE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,31})://(\S+)$")
 _MAX_WALK = 10_000
 
@@ -66,12 +61,38 @@ def classify(uri: str) -> tuple[bool, str | None]:
         return True, None
     if scheme in ("http", "https", "git") and _is_git(uri):
         return False, UNFETCHABLE_REASONS["git"]
-    m = _HTTPS_BUCKET.match(uri) if scheme in ("http", "https") else None
-    if m:
-        bucket = next(g for g in m.groups() if g)
-        return False, (f"bucket '{bucket}' addressed over HTTPS: the cache fetches it when the "
-                       "pipeline names it as s3://bucket/key (gs:// for Google Cloud Storage)")
+    store = https_bucket(uri) if scheme in ("http", "https") else None
+    if store and store[0] == "gcs":
+        return False, (f"Google Cloud Storage bucket '{store[1]}' over HTTPS: not reachable through "
+                       "the cache's S3 client")
+    if store:
+        return False, (f"S3 bucket '{store[1]}' addressed over HTTPS: name it as s3://{store[1]}/key, "
+                       "on an endpoint the cache is configured for, to let the cache fetch it")
     return False, UNFETCHABLE_REASONS.get(scheme, f"unsupported scheme '{scheme}://'")
+
+
+def https_bucket(uri: str) -> tuple[str, str] | None:
+    """('s3' or 'gcs', bucket) for an object-store URL over http(s): AWS S3
+    (virtual-hosted or path style), DigitalOcean Spaces, Google Cloud
+    Storage. Host checks, no regex: URLs can be long and hostile."""
+    try:
+        parts = urlsplit(uri[:4096])
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return None
+    first = parts.path.lstrip("/").split("/", 1)[0]
+    if host == "storage.googleapis.com":
+        return ("gcs", first) if first else None
+    if host.endswith(".amazonaws.com"):
+        label, _, rest = host.partition(".s3")
+        if rest and label and not label.startswith("s3"):
+            return "s3", label  # bucket.s3.region.amazonaws.com
+        if host.startswith("s3.") or host.startswith("s3-"):
+            return ("s3", first) if first else None  # s3.region.amazonaws.com/bucket
+        return None
+    if host.endswith(".digitaloceanspaces.com") and host.count(".") >= 3:
+        return "s3", host.split(".", 1)[0]
+    return None
 
 
 def _is_git(uri: str) -> bool:
@@ -110,8 +131,9 @@ def uris_in_text(text: str) -> tuple[list[str], list[str]]:
         return [stripped], []
     found: list[str] = []
     partial: list[str] = []
-    for part in _program_strings(text) or [text]:
-        found += [_trim(m.group(0)) for m in _STORE_IN_TEXT.finditer(part)]
+    program = _program_strings(text)
+    for part in program if program is not None else (text,):
+        found += [_trim(m.group(0)) for m in _HTTP_IN_TEXT.finditer(part) if https_bucket(m.group(0))]
         for m in _IN_TEXT.finditer(part):
             uri = _trim(m.group(0))
             if part.startswith("{{", m.end()) or part.startswith("{", m.end()):
@@ -124,25 +146,35 @@ def uris_in_text(text: str) -> tuple[list[str], list[str]]:
 _PYTHON_HINT = re.compile(r"^\s*(?:def|import|from|class)\s", re.M)
 
 
-def _program_strings(text: str) -> list[str] | None:
+_MAX_PROGRAM = 256 * 1024
+
+
+@functools.lru_cache(maxsize=64)  # one program is often aliased or shared by many steps
+def _program_strings(text: str) -> tuple[str, ...] | None:
     """The string literals of `text` when it is a Python program (a KFP
     lightweight component's source, an Argo `script`), docstrings and
-    comments left out: their example URIs are no data the step reads.
-    None when `text` is no Python program (a shell line, a script)."""
-    if "\n" not in text or not _PYTHON_HINT.search(text) or "{{" in text:
+    comments left out: their example URIs are no data the step reads. An
+    f-string counts as one string with `{{...}}` where its values go, so
+    `f"s3://lake/{day}.csv"` stays a URI completed at run time. None when
+    `text` is no Python program (a shell line, a script) or too big to parse."""
+    if "\n" not in text or len(text) > _MAX_PROGRAM or not _PYTHON_HINT.search(text) or "{{" in text:
         return None
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    docs = set()
+    skip, out = set(), []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docs.add(id(first.value))
-    return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+                skip.add(id(first.value))  # a docstring
+        elif isinstance(node, ast.JoinedStr):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "{{...}}" for v in node.values))
+            skip.update(id(v) for v in node.values)
+    out += [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
+    return tuple(out)
 
 
 def strings_in(value: Any) -> Iterator[str]:
