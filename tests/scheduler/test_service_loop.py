@@ -152,6 +152,8 @@ async def test_bad_registrations_and_unknown_jobs_get_clear_statuses(etcd_endpoi
     cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr="127.0.0.1:1")
     r = await start_replica(cfg, PolicySettings("even", 1.0, 0.05))
     try:
+        # Until the registry's first read a lookup answers UNAVAILABLE ("retry"), not NOT_FOUND.
+        assert await r.registry.wait_ready()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{r.server.port}") as ch:
             stub = pb_grpc.SchedulerServiceStub(ch)
             cases = [
