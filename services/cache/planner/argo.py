@@ -142,7 +142,6 @@ class _Walker:
                         out[name] = val
         return out
 
-
     # -- groups -------------------------------------------------------------
 
     def _group(self, tmpl: Node, prefix: str, scope: Scope, parent: str | None,

@@ -6,8 +6,8 @@ import ast
 import functools
 import re
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 #: Schemes the node cache pulls itself (through its S3/MinIO client).
 FETCHABLE_SCHEMES = frozenset({"s3", "s3a", "s3n", "minio"})
