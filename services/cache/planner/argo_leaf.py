@@ -82,10 +82,21 @@ def _launched(b: GraphBuilder, key: str, manifest: Node, scope: Scope) -> None:
     job = launched(text, manifest.path)
     if job is None:
         return
+    gpus, accel, claims = 0, None, {}
+    for replicas, pod in job.pods:
+        for c in pod.get("containers").elements():
+            count, name = k8s_gpus(b, key, c.get("resources"))
+            gpus, accel = gpus + replicas * count, accel or name
+        for vol in pod.get("volumes").elements():
+            claim = vol.get("persistentVolumeClaim").get("claimName").text()
+            if claim:
+                claims.setdefault(claim)
+    if not (gpus or claims):
+        return
     b.add_hint(key, f"launches a {job.kind}")
-    if job.gpus:
-        b.add_gpus(key, job.gpus, job.accelerator)
-    for claim in job.claims:
+    if gpus:
+        b.add_gpus(key, gpus, accel)
+    for claim in claims:
         b.add_hint(key, f"pvc {claim} in the {job.kind}")
         b.consume(key, f"pvc://{claim}", manifest.path)
 

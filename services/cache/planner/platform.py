@@ -13,11 +13,6 @@ from gpufair.cache.planner.model import Val
 _GPU_RESOURCE = re.compile(r"^([a-z0-9.-]+/(gpu|gpu-[a-z0-9-]+|mig-[a-z0-9.-]+)|gpu\.intel\.com/.+|habana\.ai/gaudi)$")
 
 
-def is_gpu_resource(name: str) -> bool:
-    """True for a Kubernetes extended resource that is a GPU or similar accelerator."""
-    return bool(_GPU_RESOURCE.match(name))
-
-
 _MAX_GPUS = 4096  # per step: more is a typo or hostile input, not a request
 
 
@@ -42,7 +37,7 @@ def k8s_gpus(b: GraphBuilder, step: str, resources: Node) -> tuple[int, str | No
     """GPUs requested in a Kubernetes container's resources (limits win)."""
     for section in ("limits", "requests"):
         for name, qty in resources.get(section).items():
-            if is_gpu_resource(name):
+            if _GPU_RESOURCE.match(name):
                 return _count(b, step, qty), name
     return 0, None
 
@@ -61,11 +56,9 @@ def _bound(node: Node, p_in: dict[str, Val]) -> Node:
     return Node(val.options[0][0], node.path, node.ctx, node.anchor)
 
 
-def ir_gpus(b: GraphBuilder, step: str, resources: Node,
-            p_in: dict[str, Val] | None = None) -> tuple[int, str | None]:
+def ir_gpus(b: GraphBuilder, step: str, resources: Node, p_in: dict[str, Val]) -> tuple[int, str | None]:
     """GPUs in a KFP IR container's `resources.accelerator` (old and new keys);
     a TPU is a placement hint, not a GPU."""
-    p_in = p_in or {}
     accel = resources.get("accelerator")
     if accel.missing:
         limit = resources.get("resourceAcceleratorLimit")
