@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from gpufair.common import env
+from gpufair.common.errors import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -21,22 +23,22 @@ class ClientConfig:
     enabled: bool = True  # GPUFAIR_DISABLE=1 turns every remote call off (training runs as plain DDP)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "ClientConfig":
-        e = os.environ if env is None else env
-        token = e.get("GPUFAIR_JOB_TOKEN", "") or e.get("GPUFAIR_ADMIN_TOKEN", "")
-        token_file = e.get("GPUFAIR_JOB_TOKEN_FILE", "") or ("" if token else e.get("GPUFAIR_ADMIN_TOKEN_FILE", ""))
-        if token_file:
-            with open(token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
-        return cls(
-            metrics_addr=e.get("GPUFAIR_METRICS_ADDR", cls.metrics_addr),
-            scheduler_addr=e.get("GPUFAIR_SCHEDULER_ADDR", cls.scheduler_addr),
-            cache_addr=e.get("GPUFAIR_CACHE_ADDR", cls.cache_addr),
-            token=token,
-            tls_ca=e.get("GPUFAIR_TLS_CA", ""),
-            tls=e.get("GPUFAIR_TLS", "").lower() in {"1", "true", "yes"},
-            client_cert=e.get("GPUFAIR_TLS_CLIENT_CERT", ""),
-            client_key=e.get("GPUFAIR_TLS_CLIENT_KEY", ""),
-            node=e.get("GPUFAIR_NODE", "") or os.uname().nodename,
-            enabled=e.get("GPUFAIR_DISABLE", "").lower() not in {"1", "true", "yes"},
-        )
+    def from_env(cls, e: Mapping[str, str] | None = None, *, prefer_admin: bool = False) -> "ClientConfig":
+        """Read the GPUFAIR_* variables; a trainer's job token wins over the admin
+        token, an operator's (`prefer_admin`, the CLI) the other way round."""
+        try:
+            job, admin = env.JOB_TOKEN.read(e), env.ADMIN_TOKEN.read(e)
+            return cls(
+                metrics_addr=env.METRICS_ADDR.read(e),
+                scheduler_addr=env.SCHEDULER_ADDR.read(e),
+                cache_addr=env.CACHE_ADDR.read(e),
+                token=(admin or job) if prefer_admin else (job or admin),
+                tls_ca=env.TLS_CA.read(e),
+                tls=env.TLS.read(e),
+                client_cert=env.TLS_CLIENT_CERT.read(e),
+                client_key=env.TLS_CLIENT_KEY.read(e),
+                node=env.NODE.read(e),
+                enabled=not env.DISABLE.read(e),
+            )
+        except (ValueError, OSError) as exc:  # a malformed flag, an unreadable token file
+            raise InvalidArgument(f"gpufair client configuration: {exc}") from None

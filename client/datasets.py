@@ -20,17 +20,18 @@ import grpc
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
 from gpufair.client.config import ClientConfig
+from gpufair.common import env
 from gpufair.common.channels import sync_channel, token_metadata
-from gpufair.cache.node.uris import parse_dataset_uri
-from gpufair.cache.paths import safe_join
 from gpufair.common.config import S3Config
 from gpufair.common.errors import FailedPrecondition, GpufairError, InvalidArgument, Unavailable
+from gpufair.common.paths import safe_join
+from gpufair.common.uris import parse_dataset_uri
 
 logger = logging.getLogger(__name__)
 
 
 def _split(uri: str) -> tuple[str, str]:
-    """(bucket, key) of an s3:// or minio:// URI, parsed as the node cache parses it."""
+    """(bucket, key) of an s3:// or minio:// URI, parsed by the table the node cache uses."""
     try:
         ds = parse_dataset_uri(uri)
     except FailedPrecondition as exc:  # a well-formed URI of a store we cannot read (gs://, ...)
@@ -70,7 +71,7 @@ def _download(client, bucket: str, key: str, staging: Path) -> None:
 
 
 def _from_s3(uri: str, dest_root: Path) -> Path:
-    from minio import Minio
+    from minio import Minio  # only when no cache service answers: importing the helper stays light
 
     bucket, key = _split(uri)
     s3 = S3Config.from_env()
@@ -108,5 +109,5 @@ def resolve_dataset(uri: str, *, wait_s: float = 300.0, fallback_dir: str | os.P
         path = _from_cache(uri, cfg, wait_s)
         if path is not None:
             return path
-    root = Path(fallback_dir or os.environ.get("GPUFAIR_FALLBACK_DIR", tempfile.gettempdir())) / "gpufair-direct"
+    root = Path(fallback_dir or env.FALLBACK_DIR.read()) / "gpufair-direct"
     return _from_s3(uri, root)

@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
-from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
-from gpufair.client.cli.common import EXIT_OK, EXIT_USAGE, Endpoints, add_json_flag, fail, fmt, print_json, rpc, table, to_dict
+from gpufair.client.cli.common import EXIT_USAGE, add_json_flag, call_and_render, fail, fmt, table, to_dict
 
 _STATE = {pb.JOB_STATE_PENDING: "pending", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_FINISHED: "finished"}
-
-
-def _stub(ep: Endpoints) -> pb_grpc.SchedulerServiceStub:
-    return pb_grpc.SchedulerServiceStub(ep.channel(ep.scheduler))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,60 +53,44 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def jobs(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc("list jobs", lambda: _stub(ep).ListJobs(pb.ListJobsRequest(include_finished=args.all), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    if args.json:
-        print_json([to_dict(j) for j in res.jobs])
-        return EXIT_OK
-    rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", "/".join(map(str, j.split.batch_sizes)) + ("*" if j.pinned else ""),
-             fmt(j.samples_per_s, 1), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _STATE.get(j.state, "?")]
-            for j in res.jobs]
-    print(table(["JOB", "RANKS", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "STATE"], rows) if rows else "no jobs")
-    return EXIT_OK
+    def render(res: pb.ListJobsResponse) -> None:
+        rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", _sizes(j.split.batch_sizes) + ("*" if j.pinned else ""),
+                 fmt(j.samples_per_s, 1), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _STATE.get(j.state, "?")]
+                for j in res.jobs]
+        print(table(["JOB", "RANKS", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "STATE"], rows) if rows else "no jobs")
+
+    return call_and_render(args, "list jobs", "scheduler", "ListJobs", pb.ListJobsRequest(include_finished=args.all), render,
+                           as_json=lambda res: [to_dict(j) for j in res.jobs])
 
 
 def job(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc(f"job {args.job_id}", lambda: _stub(ep).GetJob(pb.GetJobRequest(job_id=args.job_id, history_limit=args.limit), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    if args.json:
-        print_json(to_dict(res))
-        return EXIT_OK
-    j = res.job
-    print(f"job {j.spec.job_id}: model {j.spec.model}, global batch {j.spec.global_batch}, {len(j.spec.ranks)} ranks, "
-          f"{_STATE.get(j.state, '?')}, {j.progress:.0%} done, SD {fmt(j.slowdown)} (exclusive {fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})")
-    print(table(["RANK", "NODE", "DEVICE", "BATCH"], [[r.rank, r.node, r.device_id, b] for r, b in zip(j.spec.ranks, j.split.batch_sizes)]))
-    print()
-    print(table(["VERSION", "AT STEP", "SPLIT", "POLICY", "SD", "REASON"],
-                [[h.split.version, h.split.apply_step, "/".join(map(str, h.split.batch_sizes)), h.split.policy, fmt(h.slowdown), h.split.reason[:80]]
-                 for h in res.history]))
-    return EXIT_OK
+    def render(res: pb.GetJobResponse) -> None:
+        j = res.job
+        print(f"job {j.spec.job_id}: model {j.spec.model}, global batch {j.spec.global_batch}, {len(j.spec.ranks)} ranks, "
+              f"{_STATE.get(j.state, '?')}, {j.progress:.0%} done, SD {fmt(j.slowdown)} (exclusive "
+              f"{fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})")
+        print(table(["RANK", "NODE", "DEVICE", "BATCH"], [[r.rank, r.node, r.device_id, b] for r, b in zip(j.spec.ranks, j.split.batch_sizes)]))
+        print()
+        print(table(["VERSION", "AT STEP", "SPLIT", "POLICY", "SD", "REASON"],
+                    [[h.split.version, h.split.apply_step, _sizes(h.split.batch_sizes), h.split.policy, fmt(h.slowdown), h.split.reason[:80]]
+                     for h in res.history]))
+
+    return call_and_render(args, f"job {args.job_id}", "scheduler", "GetJob",
+                           pb.GetJobRequest(job_id=args.job_id, history_limit=args.limit), render)
 
 
 def policy_get(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc("get policy", lambda: _stub(ep).GetPolicy(pb.GetPolicyRequest(), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    if args.json:
-        print_json(to_dict(res))
-    else:
+    def render(res: pb.GetPolicyResponse) -> None:
         print(f"policy {res.policy.name}, period {res.policy.period_s:g}s, min change {res.policy.min_change:.1%} "
               f"(available: {', '.join(res.available)})")
-    return EXIT_OK
+
+    return call_and_render(args, "get policy", "scheduler", "GetPolicy", pb.GetPolicyRequest(), render)
 
 
 def policy_set(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
     req = pb.SetPolicyRequest(policy=pb.PolicyConfig(name=args.name, period_s=args.period, min_change=args.min_change))
-    res, code = rpc("set policy", lambda: _stub(ep).SetPolicy(req, metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    print_json(to_dict(res)) if args.json else print(f"policy is now {res.policy.name} (period {res.policy.period_s:g}s)")
-    return EXIT_OK
+    return call_and_render(args, "set policy", "scheduler", "SetPolicy", req,
+                           lambda res: print(f"policy is now {res.policy.name} (period {res.policy.period_s:g}s)"))
 
 
 def split_pin(args: argparse.Namespace) -> int:
@@ -119,36 +98,27 @@ def split_pin(args: argparse.Namespace) -> int:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
         return fail(f"sizes {args.sizes!r}: want comma-separated integers like 48,16", EXIT_USAGE)
-    ep = Endpoints.from_env()
-    res, code = rpc("pin split", lambda: _stub(ep).PinSplit(pb.PinSplitRequest(job_id=args.job_id, batch_sizes=sizes), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    print_json(to_dict(res)) if args.json else print(f"{args.job_id}: pinned {sizes} as version {res.split.version}")
-    return EXIT_OK
+    return call_and_render(args, "pin split", "scheduler", "PinSplit", pb.PinSplitRequest(job_id=args.job_id, batch_sizes=sizes),
+                           lambda res: print(f"{args.job_id}: pinned {sizes} as version {res.split.version}"))
 
 
 def split_release(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc("release split", lambda: _stub(ep).ReleaseSplit(pb.ReleaseSplitRequest(job_id=args.job_id), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    print_json(to_dict(res)) if args.json else print(f"{args.job_id}: {'released' if res.was_pinned else 'was not pinned'}")
-    return EXIT_OK
+    return call_and_render(args, "release split", "scheduler", "ReleaseSplit", pb.ReleaseSplitRequest(job_id=args.job_id),
+                           lambda res: print(f"{args.job_id}: {'released' if res.was_pinned else 'was not pinned'}"))
 
 
 def explain(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc("explain", lambda: _stub(ep).ExplainDecision(pb.ExplainDecisionRequest(job_id=args.job_id), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    if args.json:
-        print_json(to_dict(res))
-        return EXIT_OK
-    d = res.decision
-    if not d.policy:
-        print("no decision round has run yet")
-        return EXIT_OK
-    print(f"{d.summary} (took {d.duration_s * 1000:.1f} ms)")
-    for j in d.jobs:
-        print(f"- {j.job_id}: {'/'.join(map(str, j.old_batch_sizes))} -> {'/'.join(map(str, j.new_batch_sizes))}: {j.explanation}")
-    return EXIT_OK
+    def render(res: pb.ExplainDecisionResponse) -> None:
+        d = res.decision
+        if not d.policy:
+            print("no decision round has run yet")
+            return
+        print(f"{d.summary} (took {d.duration_s * 1000:.1f} ms)")
+        for j in d.jobs:
+            print(f"- {j.job_id}: {_sizes(j.old_batch_sizes)} -> {_sizes(j.new_batch_sizes)}: {j.explanation}")
+
+    return call_and_render(args, "explain", "scheduler", "ExplainDecision", pb.ExplainDecisionRequest(job_id=args.job_id), render)
+
+
+def _sizes(batch_sizes: object) -> str:
+    return "/".join(map(str, batch_sizes))  # type: ignore[call-overload]

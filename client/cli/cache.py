@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
-from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
-from gpufair.client.cli.common import EXIT_OK, Endpoints, add_json_flag, fail, print_json, rpc, table, to_dict
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, add_json_flag, call, call_and_render, print_json, table, to_dict
 
 _STATE = {pb.ENTRY_STATE_ABSENT: "absent", pb.ENTRY_STATE_FETCHING: "fetching", pb.ENTRY_STATE_CACHED: "cached", pb.ENTRY_STATE_FAILED: "failed"}
 
@@ -18,8 +17,8 @@ def _mib(n: int) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="list, prefetch or evict datasets in this node's cache")
     psub = p.add_subparsers(dest="action", required=True)
-    ls = psub.add_parser("ls", help="datasets in this node's cache (--all-nodes: every node's, from etcd)")
-    ls.add_argument("--all-nodes", action="store_true", help="read every node's cache records from etcd instead")
+    ls = psub.add_parser("ls", help="datasets in this node's cache (--all-nodes: every node's)")
+    ls.add_argument("--all-nodes", action="store_true", help="every node's cached datasets, as the cache services mirror them")
     add_json_flag(ls)
     ls.set_defaults(func=cache_ls)
     pf = psub.add_parser("prefetch", help="fetch a dataset (s3://bucket/key or s3://bucket/prefix/)")
@@ -35,82 +34,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.set_defaults(func=cache_evict)
 
 
-def _stub(ep: Endpoints) -> pb_grpc.CacheServiceStub:
-    return pb_grpc.CacheServiceStub(ep.channel(ep.cache))
-
-
-def _all_nodes(ep: Endpoints) -> list[dict]:
-    """Every node's cache records as the cache services mirror them in etcd."""
-    import asyncio
-    import os
-
-    from gpufair.common.etcd import EtcdState
-
-    root = os.environ.get("GPUFAIR_ETCD_ROOT", "/gpufair")
-
-    async def read() -> list[dict]:
-        state = EtcdState(ep.etcd, timeout=5)
-        try:
-            values, _ = await state.get_prefix(f"{root}/cache/")
-        finally:
-            await state.close()
-        return [v.value for k, v in sorted(values.items()) if "/entries/" in k]
-
-    return asyncio.run(read())
+def _entry_line(e: pb.Entry) -> str:
+    return f"{e.uri}: {_STATE.get(e.state, '?')} {_mib(e.bytes_done)}/{_mib(e.bytes_total)} MiB {e.local_path or e.error}"
 
 
 def cache_ls(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
     if args.all_nodes:
-        from gpufair.common.errors import Unavailable
+        def render_all(res: pb.ListClusterEntriesResponse) -> None:
+            rows = [[e.node, e.uri, _STATE.get(e.state, "?"), _mib(e.bytes_total), "yes" if e.pinned else "", e.local_path or e.error]
+                    for e in res.entries]
+            print(table(["NODE", "URI", "STATE", "MIB", "PINNED", "PATH / REASON"], rows) if rows else "no cache records on any node")
 
-        try:
-            records = _all_nodes(ep)
-        except Unavailable as exc:
-            return fail(str(exc))
-        if args.json:
-            print_json(records)
-        else:
-            rows = [[r.get("node", "?"), r.get("uri", "?"), r.get("state", "?"), _mib(int(r.get("size") or 0)),
-                     "yes" if r.get("pin_owners") else "", r.get("path") or r.get("reason") or ""] for r in records]
-            print(table(["NODE", "URI", "STATE", "MIB", "PINNED", "PATH / REASON"], rows) if rows else "no cache records in etcd")
-        return EXIT_OK
-    res, code = rpc("cache ls", lambda: _stub(ep).ListEntries(pb.ListEntriesRequest(), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    if args.json:
-        print_json(to_dict(res))
-        return EXIT_OK
-    rows = [[e.uri, _STATE.get(e.state, "?"), _mib(e.bytes_done), _mib(e.bytes_total), "yes" if e.pinned else "", e.local_path or e.error]
-            for e in res.entries]
-    print(table(["URI", "STATE", "MIB", "OF MIB", "PINNED", "PATH / ERROR"], rows) if rows else "cache is empty")
-    print(f"used {_mib(res.used_bytes)} of {_mib(res.capacity_bytes)} MiB")
-    return EXIT_OK
+        return call_and_render(args, "cache ls --all-nodes", "cache", "ListClusterEntries", pb.ListClusterEntriesRequest(),
+                               render_all, as_json=lambda res: [to_dict(e) for e in res.entries])
+
+    def render(res: pb.ListEntriesResponse) -> None:
+        rows = [[e.uri, _STATE.get(e.state, "?"), _mib(e.bytes_done), _mib(e.bytes_total), "yes" if e.pinned else "", e.local_path or e.error]
+                for e in res.entries]
+        print(table(["URI", "STATE", "MIB", "OF MIB", "PINNED", "PATH / ERROR"], rows) if rows else "cache is empty")
+        print(f"used {_mib(res.used_bytes)} of {_mib(res.capacity_bytes)} MiB")
+
+    return call_and_render(args, "cache ls", "cache", "ListEntries", pb.ListEntriesRequest(), render)
 
 
 def cache_prefetch(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    stub = _stub(ep)
-    res, code = rpc("prefetch", lambda: stub.Prefetch(pb.PrefetchRequest(uri=args.uri, pin_owner=args.pin), metadata=ep.metadata, timeout=10))
+    res, code = call("prefetch", "cache", "Prefetch", pb.PrefetchRequest(uri=args.uri, pin_owner=args.pin))
     if code:
         return code
     entry = res.entry
     if args.wait > 0:
-        res2, code = rpc("resolve", lambda: stub.Resolve(pb.ResolveRequest(uri=args.uri, wait_s=args.wait), metadata=ep.metadata, timeout=args.wait + 10))
+        resolved, code = call("resolve", "cache", "Resolve", pb.ResolveRequest(uri=args.uri, wait_s=args.wait), timeout=args.wait + 10)
         if code:
             return code
-        entry = res2.entry
+        entry = resolved.entry
     if args.json:
         print_json(to_dict(entry))
     else:
-        print(f"{entry.uri}: {_STATE.get(entry.state, '?')} {_mib(entry.bytes_done)}/{_mib(entry.bytes_total)} MiB {entry.local_path or entry.error}")
-    return EXIT_OK if entry.state != pb.ENTRY_STATE_FAILED else 1
+        print(_entry_line(entry))
+    return EXIT_OK if entry.state != pb.ENTRY_STATE_FAILED else EXIT_FAIL
 
 
 def cache_evict(args: argparse.Namespace) -> int:
-    ep = Endpoints.from_env()
-    res, code = rpc("evict", lambda: _stub(ep).EvictEntry(pb.EvictEntryRequest(uri=args.uri, force=args.force), metadata=ep.metadata, timeout=10))
-    if code:
-        return code
-    print_json(to_dict(res)) if args.json else print(f"{args.uri}: {'evicted, freed ' + _mib(res.freed_bytes) + ' MiB' if res.evicted else 'was not cached'}")
-    return EXIT_OK
+    def render(res: pb.EvictEntryResponse) -> None:
+        print(f"{args.uri}: {'evicted, freed ' + _mib(res.freed_bytes) + ' MiB' if res.evicted else 'was not cached'}")
+
+    return call_and_render(args, "evict", "cache", "EvictEntry", pb.EvictEntryRequest(uri=args.uri, force=args.force), render)

@@ -1,14 +1,15 @@
-"""What every CLI command shares: service addresses, tables, JSON, errors and exit codes.
+"""What every CLI command shares: service addresses, one RPC call-and-render path,
+tables, JSON, and the one map from errors to exit codes.
 
 Exit codes scripts can trust: 0 success, 1 a service is down or failed,
-2 bad arguments or input (including INVALID_ARGUMENT/NOT_FOUND answers).
+2 bad arguments or input (the caller's error: INVALID_ARGUMENT, NOT_FOUND,
+PERMISSION_DENIED, ...), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,22 +18,40 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from gpufair.api.cache.v1 import cache_service_pb2_grpc
+from gpufair.api.metrics.v1 import metrics_service_pb2_grpc
+from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc
+from gpufair.client.config import ClientConfig
+from gpufair.common import env
 from gpufair.common.channels import sync_channel, token_metadata
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-_USAGE_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS,
-                grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.PERMISSION_DENIED,
-                grpc.StatusCode.UNAUTHENTICATED}
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Status names (gRPC's, and `GpufairError.code_name`) that mean the caller's input was wrong.
+_USAGE_STATUSES = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION",
+                             "RESOURCE_EXHAUSTED", "PERMISSION_DENIED", "UNAUTHENTICATED", "OUT_OF_RANGE"})
+_UNREACHABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
+
+def exit_code(status: str) -> int:
+    """The exit code for a failure with this status name (the one map every command uses)."""
+    return EXIT_USAGE if status in _USAGE_STATUSES else EXIT_FAIL
+
+
+_STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
+    "metrics": metrics_service_pb2_grpc.MetricsServiceStub,
+    "scheduler": scheduler_service_pb2_grpc.SchedulerServiceStub,
+    "cache": cache_service_pb2_grpc.CacheServiceStub,
+}
 
 
 @dataclass(frozen=True)
 class Endpoints:
-    """Where the services are and how to reach them (the trainers' configuration plus etcd and S3)."""
+    """Where the services are and how to reach them (the trainers' configuration, plus S3 for `status`)."""
 
     metrics: str
     scheduler: str
     cache: str
-    etcd: str
     s3: str
     token: str
     tls_ca: str
@@ -42,17 +61,9 @@ class Endpoints:
 
     @classmethod
     def from_env(cls) -> "Endpoints":
-        from gpufair.client.config import ClientConfig
-
-        e = os.environ
-        c = ClientConfig.from_env()
-        # An operator's admin token wins over a job token that may also be set.
-        admin = e.get("GPUFAIR_ADMIN_TOKEN", "")
-        if not admin and e.get("GPUFAIR_ADMIN_TOKEN_FILE"):
-            with open(e["GPUFAIR_ADMIN_TOKEN_FILE"], encoding="utf-8") as fh:
-                admin = fh.read().strip()
-        return cls(c.metrics_addr, c.scheduler_addr, c.cache_addr, e.get("GPUFAIR_ETCD", "127.0.0.1:2379"),
-                   e.get("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000"), admin or c.token, c.tls_ca, c.tls, c.client_cert, c.client_key)
+        c = ClientConfig.from_env(prefer_admin=True)  # an operator's admin token wins over a job token
+        return cls(c.metrics_addr, c.scheduler_addr, c.cache_addr, env.S3_ENDPOINT.read(), c.token, c.tls_ca, c.tls,
+                   c.client_cert, c.client_key)
 
     @property
     def secure(self) -> bool:
@@ -65,6 +76,10 @@ class Endpoints:
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return () if self.secure else token_metadata(self.token)
+
+    def stub(self, service: str) -> Any:
+        """The generated stub of `service` ("metrics", "scheduler" or "cache")."""
+        return _STUBS[service](self.channel(getattr(self, service)))
 
 
 def add_json_flag(p: argparse.ArgumentParser) -> None:
@@ -93,16 +108,31 @@ def fail(message: str, code: int = EXIT_FAIL) -> int:
     return code
 
 
-def rpc(what: str, call: Callable[[], Any]) -> tuple[Any, int]:
-    """Run one RPC; on failure print one clear line and return the exit code to use."""
+def call(what: str, service: str, method: str, request: Any, *, timeout: float = 10.0,
+         endpoints: Endpoints | None = None) -> tuple[Any, int]:
+    """One RPC: (response, EXIT_OK), or (None, exit code) after one clear line on stderr."""
+    ep = endpoints or Endpoints.from_env()
     try:
-        return call(), EXIT_OK
+        return getattr(ep.stub(service), method)(request, metadata=ep.metadata, timeout=timeout), EXIT_OK
     except grpc.RpcError as exc:
-        code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+        status = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
         details = exc.details() if hasattr(exc, "details") else str(exc)
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return None, fail(f"{what}: service unreachable ({code.name}): {details}")
-        return None, fail(f"{what}: {code.name}: {details}", EXIT_USAGE if code in _USAGE_CODES else EXIT_FAIL)
+        if status in _UNREACHABLE:
+            return None, fail(f"{what}: service unreachable ({status}): {details}")
+        return None, fail(f"{what}: {status}: {details}", exit_code(status))
+
+
+def call_and_render(args: argparse.Namespace, what: str, service: str, method: str, request: Any,
+                    render: Callable[[Any], int | None], *, timeout: float = 10.0,
+                    as_json: Callable[[Any], Any] = to_dict) -> int:
+    """Run one RPC and show its answer: JSON with --json, else `render` (which may return an exit code)."""
+    res, code = call(what, service, method, request, timeout=timeout)
+    if code:
+        return code
+    if getattr(args, "json", False):
+        print_json(as_json(res))
+        return EXIT_OK
+    return render(res) or EXIT_OK
 
 
 def fmt(x: float, digits: int = 2) -> str:

@@ -8,6 +8,8 @@ import logging
 import sys
 
 from gpufair import __version__
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, exit_code
+from gpufair.common.errors import GpufairError
 
 # Imported lazily by name so one broken or heavy subcommand (torch for `profile`)
 # never slows or breaks the others.
@@ -34,18 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except GpufairError as exc:
+        print(f"gpufair: {exc}", file=sys.stderr)
+        return exit_code(exc.code_name)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for users
-        from gpufair.common.errors import GpufairError
-
-        if isinstance(exc, GpufairError):
-            print(f"gpufair: {exc}", file=sys.stderr)
-            return 2 if exc.code_name in {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION"} else 1
         logging.getLogger(__name__).debug("unexpected error", exc_info=True)
         print(f"gpufair: unexpected error: {exc} (run with -v for details)", file=sys.stderr)
-        return 1
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from gpufair.client.cli.common import EXIT_OK, EXIT_USAGE
 from gpufair.common.errors import GpufairError
 
 #: Megabytes per second assumed when --bandwidth is not given.
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _error(message: str) -> int:
     print(f"gpufair plan: {message}", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 def _read(path: str) -> bytes:
@@ -65,6 +66,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run `gpufair plan`; returns the exit code (2 on bad input)."""
+    # The planner is pure and works offline from the file alone; imported when
+    # the command runs, so the CLI's entry module loads no service code.
     from gpufair.cache.planner import parse_pipeline, plan
 
     source = "<stdin>" if args.file == "-" else args.file
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_plan(doc, sys.stdout)
-    return 0
+    return EXIT_OK
 
 
 def _t(seconds: float | None) -> str:

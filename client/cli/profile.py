@@ -6,15 +6,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import sys
 
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+from gpufair.client.cli.common import EXIT_OK, Endpoints, call, exit_code
 from gpufair.client.workloads.record import Profile
-from gpufair.common.errors import GpufairError, InvalidArgument
-
-ENV_ETCD = "GPUFAIR_ETCD"
+from gpufair.common.errors import GpufairError
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -48,17 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--impl", default="auto", choices=("auto", "builtin", "torchvision"),
                    help="model definitions (default auto: torchvision when it imports and size >= 64)")
     p.add_argument("--store", action="store_true",
-                   help=f"write the profile to etcd at ${ENV_ETCD} (default 127.0.0.1:2379)")
+                   help="store the profile in the scheduler (at $GPUFAIR_SCHEDULER_ADDR; needs the admin token)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the profile; 0 ok, 2 bad input, 1 runtime failure (e.g. etcd down)."""
+    """Run the profile; 0 ok, 2 bad input, 1 runtime failure (e.g. the scheduler down)."""
     # Imported here: the CLI's other subcommands should not pay for torch.
     from gpufair.client.workloads.profiler import ProfileConfig, run_profile
-    from gpufair.client.workloads.store import DEFAULT_ETCD
 
-    endpoint = os.environ.get(ENV_ETCD) or DEFAULT_ETCD
     try:
         cfg = ProfileConfig(
             model=args.model, batches=tuple(args.batch), devices=tuple(args.devices),
@@ -66,25 +62,21 @@ def run(args: argparse.Namespace) -> int:
             threads_per_device=args.threads, impl=args.impl,
         )
         profile = run_profile(cfg)
-        if args.store:
-            asyncio.run(_store(profile, endpoint))
     except GpufairError as e:
         print(f"gpufair profile: {e}", file=sys.stderr)
-        return 2 if isinstance(e, InvalidArgument) else 1
+        return exit_code(e.code_name)
+    if args.store:
+        ep = Endpoints.from_env()
+        _, code = call("store profile", "scheduler", "PutProfile", pb.PutProfileRequest(profile=profile.to_pb()), endpoints=ep)
+        if code:
+            return code
     if args.json:
         print(json.dumps([m.to_dict() for m in profile.measurements], indent=2))
     else:
         print(format_table(profile))
         if args.store:
-            print(f"stored at {endpoint} as profiles/{profile.model}/{profile.device_type}")
-    return 0
-
-
-async def _store(profile: Profile, endpoint: str) -> None:
-    from gpufair.client.workloads.store import etcd_profile_store
-
-    async with etcd_profile_store(endpoint) as store:
-        await store.put(profile)
+            print(f"stored in the scheduler at {ep.scheduler} as {profile.model}/{profile.device_type}")
+    return EXIT_OK
 
 
 def format_table(profile: Profile) -> str:

@@ -1,13 +1,18 @@
-"""`gpufair status`: are etcd, S3 and the three services reachable and serving?"""
+"""`gpufair status`: are the three services, etcd and S3 reachable and serving?
+
+etcd is seen through the scheduler: only services hold etcd clients (and only
+they may reach etcd in the deployments), and the scheduler reports SERVING
+only while its etcd answers and its job registry is loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -16,26 +21,10 @@ from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_fl
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="check etcd, S3 and the metrics, scheduler and cache services")
+    p = sub.add_parser("status", help="check the metrics, scheduler and cache services, etcd and S3")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds per check (default 2)")
     add_json_flag(p)
     p.set_defaults(func=status)
-
-
-def _etcd(endpoint: str, timeout: float) -> tuple[bool, str]:
-    from gpufair.common.etcd import EtcdState
-
-    async def ping() -> bool:
-        state = EtcdState(endpoint, timeout=timeout)
-        try:
-            return await state.ping()
-        finally:
-            await state.close()
-
-    try:
-        return (True, "answers") if asyncio.run(asyncio.wait_for(ping(), timeout + 1)) else (False, "no answer")
-    except (asyncio.TimeoutError, ValueError, OSError) as exc:
-        return False, str(exc) or "timeout"
 
 
 def _s3(endpoint: str, timeout: float) -> tuple[bool, str]:
@@ -60,20 +49,30 @@ def _service(ep: Endpoints, address: str, timeout: float) -> tuple[bool, str]:
         return False, exc.code().name if hasattr(exc, "code") else "error"
 
 
+def _etcd(scheduler: tuple[bool, str]) -> tuple[bool, str]:
+    ok, detail = scheduler
+    if ok:
+        return True, "answers the scheduler"
+    if detail == "NOT_SERVING":
+        return False, "the scheduler is NOT_SERVING: etcd unreachable, or its registry still loading"
+    return False, f"unknown: the scheduler is unreachable ({detail})"
+
+
 def status(args: argparse.Namespace) -> int:
     ep = Endpoints.from_env()
-    checks = [
-        ("etcd", ep.etcd, lambda: _etcd(ep.etcd, args.timeout)),
-        ("s3", ep.s3, lambda: _s3(ep.s3, args.timeout)),
-        ("metrics", ep.metrics, lambda: _service(ep, ep.metrics, args.timeout)),
-        ("scheduler", ep.scheduler, lambda: _service(ep, ep.scheduler, args.timeout)),
-        ("cache", ep.cache, lambda: _service(ep, ep.cache, args.timeout)),
-    ]
     results = []
-    for name, address, check in checks:
+
+    def check(name: str, address: str, probe: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
         t0 = time.perf_counter()
-        ok, detail = check()
+        ok, detail = probe()
         results.append({"component": name, "address": address, "ok": ok, "detail": detail, "ms": round((time.perf_counter() - t0) * 1000, 1)})
+        return ok, detail
+
+    scheduler = check("scheduler", ep.scheduler, lambda: _service(ep, ep.scheduler, args.timeout))
+    check("etcd", "via the scheduler", lambda: _etcd(scheduler))
+    check("s3", ep.s3, lambda: _s3(ep.s3, args.timeout))
+    check("metrics", ep.metrics, lambda: _service(ep, ep.metrics, args.timeout))
+    check("cache", ep.cache, lambda: _service(ep, ep.cache, args.timeout))
     if args.json:
         print_json({"ok": all(r["ok"] for r in results), "components": results})
     else:

@@ -2,16 +2,16 @@
 
 Call it from a Kubeflow exit handler (or by hand): the cache service's planner
 predicts step starts from the median of the last recorded runs, and falls back
-to documented defaults (60 s per container step) without them.
+to documented defaults (60 s per container step) without them. It goes through
+the cache service (RecordStepDuration), which needs the admin token.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 
-from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Endpoints, add_json_flag, fail, print_json
+from gpufair.api.cache.v1 import cache_service_pb2 as pb
+from gpufair.client.cli.common import add_json_flag, call_and_render
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,29 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def record(args: argparse.Namespace) -> int:
-    from gpufair.cache.history import record_duration
-    from gpufair.cache.planner.model import Step
-    from gpufair.common.errors import GpufairError, Unavailable
-    from gpufair.common.etcd import EtcdState
-    from gpufair.common.keys import Keys
+    def render(res: pb.RecordStepDurationResponse) -> None:
+        values = sorted(res.seconds)
+        print(f"{res.step_key}: {len(values)} run(s) recorded, median {values[len(values) // 2]:.1f}s")
 
-    step_key = Step(name=args.step, kind="container", template="").history_key(args.pipeline)
-
-    async def run() -> list[float]:
-        state = EtcdState(Endpoints.from_env().etcd, timeout=5)
-        try:
-            return await record_duration(state, Keys(os.environ.get("GPUFAIR_ETCD_ROOT", "/gpufair")), step_key, args.seconds)
-        finally:
-            await state.close()
-
-    try:
-        values = asyncio.run(run())
-    except Unavailable as exc:
-        return fail(str(exc), EXIT_FAIL)
-    except GpufairError as exc:
-        return fail(str(exc), EXIT_USAGE)
-    if args.json:
-        print_json({"step_key": step_key, "seconds": values})
-    else:
-        print(f"{step_key}: {len(values)} run(s) recorded, median {sorted(values)[len(values) // 2]:.1f}s")
-    return EXIT_OK
+    req = pb.RecordStepDurationRequest(pipeline=args.pipeline, step=args.step, seconds=args.seconds)
+    return call_and_render(args, "record step duration", "cache", "RecordStepDuration", req, render,
+                           as_json=lambda res: {"step_key": res.step_key, "seconds": list(res.seconds)})

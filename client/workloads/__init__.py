@@ -15,7 +15,6 @@ _EXPORTS = {
     "device_usage": "emulated",
     "StepTimeModel": "fit", "fit_step_time": "fit",
     "Measurement": "record", "Profile": "record",
-    "ProfileStore": "store", "InMemoryProfileStore": "store", "EtcdProfileStore": "store",
     "ProfileConfig": "profiler", "run_profile": "profiler",
 }
 

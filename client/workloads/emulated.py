@@ -26,17 +26,16 @@ import json
 import os
 import re
 import socket
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufair.common import env
 from gpufair.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 
-ENV_GPUS = "GPUFAIR_EMU_GPUS"
-ENV_DIR = "GPUFAIR_EMU_DIR"
+ENV_GPUS = env.EMU_GPUS.name
 _MAX_DEVICES = 1024
 _TICKET = "{:020d}"
 _STATE_BYTES = 256
@@ -75,17 +74,9 @@ class EmuConfig:
     host: str = "localhost"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> EmuConfig:
+    def from_env(cls, e: Mapping[str, str] | None = None) -> EmuConfig:
         """Read GPUFAIR_EMU_GPUS (default "1") and GPUFAIR_EMU_DIR (default /dev/shm/gpufair-emu-<uid>)."""
-        env = os.environ if env is None else env
-        # Shared memory when there is some: the lock files then never touch a disk.
-        base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
-        default_dir = base / f"gpufair-emu-{os.getuid()}"
-        return cls(
-            dir=Path(env.get(ENV_DIR) or default_dir),
-            speeds=parse_gpus(env.get(ENV_GPUS) or "1"),
-            host=host_segment(),
-        )
+        return cls(dir=Path(env.EMU_DIR.read(e)), speeds=parse_gpus(env.EMU_GPUS.read(e)), host=host_segment())
 
     def device_id(self, index: int) -> str:
         """The stable id reported in place of a GPU UUID."""

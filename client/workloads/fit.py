@@ -1,35 +1,19 @@
-"""Step-time model t(b) = a + c*b fitted by least squares (pure).
+"""Fitting the step-time model t(b) = a + c*b by least squares (pure).
 
-`a` is the per-step fixed cost (kernel launches, optimizer step, gradient
-all-reduce), `c` the cost per sample. The scheduler uses it to predict a job's
-exclusive speed at any per-GPU batch. Both are constrained to be >= 0 so a
-noisy profile never predicts a negative or shrinking step time.
+The model itself (`StepTimeModel`) is shared with the scheduler, which predicts
+a job's exclusive speed from it. Both coefficients are constrained to be >= 0
+so a noisy profile never predicts a negative or shrinking step time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gpufair.common.errors import InvalidArgument
+from gpufair.common.steptime import StepTimeModel
 
-
-@dataclass(frozen=True)
-class StepTimeModel:
-    """t(b) = a_s + c_s * b: seconds per step at per-device batch b."""
-
-    a_s: float
-    c_s: float
-
-    def step_s(self, batch: float) -> float:
-        """Predicted seconds per step at per-device batch `batch`."""
-        return self.a_s + self.c_s * batch
-
-    def samples_per_s(self, batch: float, devices: int = 1) -> float:
-        """Predicted throughput of `devices` devices each at batch `batch` (ideal scaling)."""
-        t = self.step_s(batch)
-        return devices * batch / t if t > 0 else math.inf
+__all__ = ["StepTimeModel", "fit_step_time", "relative_errors"]
 
 
 def _check(points: Sequence[tuple[float, float]]) -> None:

@@ -1,20 +1,18 @@
 """Profile records: what the profiler measured and the fitted step-time model.
 
-Stored in etcd at `profiles/<model>/<gpu_type>` as JSON (`Profile.to_json`).
+`gpufair profile --store` sends one to the scheduler's PutProfile (`to_pb`);
+the scheduler validates and keeps it.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.client.workloads.fit import StepTimeModel, fit_step_time
 from gpufair.common.errors import InvalidArgument
-
-SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -79,44 +77,11 @@ class Profile:
         return cls(model, device_type, image_size, tuple(points), fit, fewest,
                    created_unix, torch_version)
 
-    def to_json(self) -> str:
-        """JSON text, stable key order."""
-        body = asdict(self)
-        body["schema"] = SCHEMA
-        return json.dumps(body, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Profile:
-        """Parse `to_json` output; InvalidArgument naming what was wrong."""
-        try:
-            raw = json.loads(text)
-        except ValueError as e:
-            raise InvalidArgument(f"profile is not valid JSON: {e}") from None
-        if not isinstance(raw, dict):
-            raise InvalidArgument("profile JSON must be an object")
-        if raw.pop("schema", SCHEMA) != SCHEMA:
-            raise InvalidArgument(f"profile schema is not {SCHEMA}")
-        try:
-            ms = tuple(_measurement(m) for m in raw.pop("measurements"))
-            fit = raw.pop("fit")
-            body = _only(cls, raw)
-            return cls(measurements=ms, fit=None if fit is None else StepTimeModel(**fit), **body)
-        except (KeyError, TypeError) as e:
-            raise InvalidArgument(f"profile JSON is missing or has a bad field: {e}") from None
-
-
-def _only(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    unknown = set(raw) - names
-    if unknown:
-        raise InvalidArgument(f"unknown profile fields: {', '.join(sorted(unknown))}")
-    return raw
-
-
-def _measurement(raw: Any) -> Measurement:
-    if not isinstance(raw, dict):
-        raise InvalidArgument("each profile measurement must be an object")
-    m = Measurement(**_only(Measurement, raw))
-    if m.devices < 1 or m.batch < 1 or not (m.samples_per_s > 0 and math.isfinite(m.samples_per_s)):
-        raise InvalidArgument(f"measurement {raw} has non-positive devices, batch or throughput")
-    return m
+    def to_pb(self) -> pb.Profile:
+        """The wire form the scheduler's PutProfile stores (the scheduler owns how it is kept)."""
+        out = pb.Profile(model=self.model, device_type=self.device_type, image_size=self.image_size,
+                         fit_devices=self.fit_devices, created_unix=self.created_unix, torch_version=self.torch_version,
+                         measurements=[pb.ProfileMeasurement(**m.to_dict()) for m in self.measurements])
+        if self.fit is not None:
+            out.fit.CopyFrom(pb.StepTimeFit(a_s=self.fit.a_s, c_s=self.fit.c_s))
+        return out

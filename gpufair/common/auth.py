@@ -24,6 +24,7 @@ import grpc
 
 from gpufair.common.config import CommonConfig
 from gpufair.common.errors import PermissionDenied
+from gpufair.common.handlers import rebuild
 from gpufair.common.tokens import JobTokens
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ ACCESS: dict[str, Access] = {
     "/gpufair.scheduler.v1.SchedulerService/PinSplit": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/ReleaseSplit": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/ExplainDecision": Access.READ,
+    "/gpufair.scheduler.v1.SchedulerService/PutProfile": Access.ADMIN,
+    "/gpufair.scheduler.v1.SchedulerService/GetProfile": Access.READ,
+    "/gpufair.scheduler.v1.SchedulerService/ListProfiles": Access.READ,
     "/gpufair.cache.v1.CacheService/Prefetch": Access.ADMIN,
     # Resolve and ReadObject may fetch from S3 with the cache's credentials and
     # fill its capacity, so even with open reads they need a token.
@@ -63,6 +67,9 @@ ACCESS: dict[str, Access] = {
     "/gpufair.cache.v1.CacheService/EvictEntry": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/SubmitPipeline": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/GetPlan": Access.READ,
+    # A step's recorded durations steer every later plan of its pipeline.
+    "/gpufair.cache.v1.CacheService/RecordStepDuration": Access.ADMIN,
+    "/gpufair.cache.v1.CacheService/ListClusterEntries": Access.READ,
 }
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -115,10 +122,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return _deny(handler, grpc.StatusCode.PERMISSION_DENIED, f"this token may not call {method.rsplit('/', 1)[-1]}")
 
 
-def _kw(handler: grpc.RpcMethodHandler) -> dict[str, Any]:
-    return dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-
-
 def _deny(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await context.abort(code, message)
@@ -127,50 +130,40 @@ def _deny(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -
         await context.abort(code, message)
         yield  # pragma: no cover - makes this an async generator
 
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(unary, **_kw(handler))
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(unary, **_kw(handler))
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(stream, **_kw(handler))
-    return grpc.stream_stream_rpc_method_handler(stream, **_kw(handler))
-
-
-def _check_job(request: Any, job: str) -> None:
-    if getattr(request, "job_id", None) != job:
-        raise PermissionDenied(f"a token for job {job!r} cannot act on job {getattr(request, 'job_id', '')!r}")
+    return rebuild(handler, lambda _behavior, _req, response_stream: stream if response_stream else unary)
 
 
 def _job_scoped(handler: grpc.RpcMethodHandler, job: str) -> grpc.RpcMethodHandler:
     """Let the call through only for requests that name the token's own job."""
 
+    def refused(request: Any) -> PermissionDenied | None:
+        named = getattr(request, "job_id", None)
+        return None if named == job else PermissionDenied(f"a token for job {job!r} cannot act on job {named or ''!r}")
+
     async def checked_iter(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for r in requests:
-            _check_job(r, job)
+            if (exc := refused(r)) is not None:
+                raise exc
             yield r
 
-    if handler.unary_unary:
-        async def uu(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if getattr(request, "job_id", None) != job:
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a token for job {job!r} cannot act on job {request.job_id!r}")
-            return await handler.unary_unary(request, context)
-        return grpc.unary_unary_rpc_method_handler(uu, **_kw(handler))
-    if handler.unary_stream:
-        async def us(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            if getattr(request, "job_id", None) != job:
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a token for job {job!r} cannot act on job {request.job_id!r}")
-            async for item in handler.unary_stream(request, context):
-                yield item
-        return grpc.unary_stream_rpc_method_handler(us, **_kw(handler))
-    if handler.stream_stream:
-        async def ss(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            async for item in handler.stream_stream(checked_iter(requests), context):
-                yield item
-        return grpc.stream_stream_rpc_method_handler(ss, **_kw(handler))
+    def make(behavior: Any, request_stream: bool, response_stream: bool) -> Any:
+        async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if request_stream:
+                return checked_iter(request)
+            if (exc := refused(request)) is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            return request
 
-    async def su(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        return await handler.stream_unary(checked_iter(requests), context)
-    return grpc.stream_unary_rpc_method_handler(su, **_kw(handler))
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            return await behavior(await checked(request, context), context)
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async for item in behavior(await checked(request, context), context):
+                yield item
+
+        return stream if response_stream else unary
+
+    return rebuild(handler, make)
 
 
 def auth_interceptors(config: CommonConfig) -> list[grpc.aio.ServerInterceptor]:

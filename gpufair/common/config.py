@@ -1,71 +1,18 @@
 """Configuration from environment variables, read once in each `__main__`.
 
-Every variable, its default and meaning is listed in `ENV_DOC` (rendered in
-the README's configuration reference).
+Each variable is declared once, with its default, reader and meaning, in
+`gpufair.common.env` (the README's configuration table is generated from it).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-ENV_DOC: dict[str, tuple[str, str]] = {
-    "GPUFAIR_ETCD": ("127.0.0.1:2379", "etcd endpoint host:port"),
-    "GPUFAIR_ETCD_ROOT": ("/gpufair", "key prefix for all gpufair state"),
-    "GPUFAIR_ETCD_USERNAME": ("(none)", "etcd user, when etcd has authentication on"),
-    "GPUFAIR_ETCD_PASSWORD": ("(none)", "etcd password (or GPUFAIR_ETCD_PASSWORD_FILE)"),
-    "GPUFAIR_LISTEN": ("per service: 0.0.0.0:50051/50052/50053", "address a service binds (port 0 = any free port)"),
-    "GPUFAIR_METRICS_ADDR": ("127.0.0.1:50051", "metrics service address for clients"),
-    "GPUFAIR_SCHEDULER_ADDR": ("127.0.0.1:50052", "scheduler service address for clients"),
-    "GPUFAIR_CACHE_ADDR": ("127.0.0.1:50053", "this node's cache service address for clients"),
-    "GPUFAIR_S3_ENDPOINT": ("127.0.0.1:9000", "S3/MinIO endpoint host:port"),
-    "GPUFAIR_S3_ACCESS_KEY": ("(none)", "S3 access key (or GPUFAIR_S3_ACCESS_KEY_FILE)"),
-    "GPUFAIR_S3_SECRET_KEY": ("(none)", "S3 secret key (or GPUFAIR_S3_SECRET_KEY_FILE)"),
-    "GPUFAIR_S3_SECURE": ("false", "use https to reach S3"),
-    "GPUFAIR_NODE": ("the host name", "node name reported by trainers and the cache"),
-    "GPUFAIR_CACHE_DIR": ("/var/cache/gpufair", "cache service: node-local cache directory"),
-    "GPUFAIR_CACHE_CAPACITY": ("10GiB", "cache service: byte capacity (suffixes KiB, MiB, GiB)"),
-    "GPUFAIR_CACHE_PART_SIZE": ("8MiB", "cache service: ranged-GET part size for large objects"),
-    "GPUFAIR_CACHE_CONCURRENCY": ("8", "cache service: parts in flight at once"),
-    "GPUFAIR_CACHE_ACTIVE_FETCHES": ("4", "cache service: datasets fetched at once"),
-    "GPUFAIR_CACHE_RETRIES": ("2", "cache service: retries of a failed or changed fetch"),
-    "GPUFAIR_POLICY": ("sd-maxmin", "scheduler: initial policy when none is stored in etcd"),
-    "GPUFAIR_PERIOD_S": ("5", "scheduler: seconds between decision rounds"),
-    "GPUFAIR_MIN_CHANGE": ("0.05", "scheduler: smallest fraction of a batch worth re-splitting"),
-    "GPUFAIR_LEASE_TTL": ("10", "seconds before a dead process's liveness keys and leadership expire"),
-    "GPUFAIR_LOG_LEVEL": ("INFO", "log level"),
-    "GPUFAIR_PROMETHEUS_PORT": ("(off)", "serve Prometheus metrics on this port (0 = any free port)"),
-    "OTEL_EXPORTER_OTLP_ENDPOINT": ("(off)", "send traces and metrics over OTLP/gRPC to this collector"),
-    "GPUFAIR_TLS_CERT": ("(off)", "PEM certificate: serve TLS on every service port"),
-    "GPUFAIR_TLS_KEY": ("(off)", "PEM private key for GPUFAIR_TLS_CERT"),
-    "GPUFAIR_TLS_CLIENT_CA": ("(off)", "PEM CA: require client certificates (mutual TLS)"),
-    "GPUFAIR_TLS_CA": ("(system)", "clients: PEM CA to verify servers"),
-    "GPUFAIR_ADMIN_TOKEN": ("(off)", "bearer token for admin and mutating RPCs (or GPUFAIR_ADMIN_TOKEN_FILE)"),
-    "GPUFAIR_JOB_TOKEN_SECRET": ("(derived from admin token)", "secret that signs per-job tokens (or _FILE)"),
-    "GPUFAIR_OPEN_READS": ("true", "allow read-only queries without a token"),
-    "GPUFAIR_JOB_TOKEN": ("(none)", "trainers: the job token from RegisterJob (or GPUFAIR_JOB_TOKEN_FILE)"),
-    "GPUFAIR_TLS": ("false", "trainers and CLI: use TLS with the system CAs"),
-    "GPUFAIR_TLS_CLIENT_CERT": ("(off)", "trainers: PEM client certificate for mutual TLS"),
-    "GPUFAIR_TLS_CLIENT_KEY": ("(off)", "trainers: PEM key of GPUFAIR_TLS_CLIENT_CERT"),
-    "GPUFAIR_DISABLE": ("false", "trainers: no remote calls at all (plain DDP behaviour)"),
-    "GPUFAIR_FALLBACK_DIR": ("the temp dir", "trainers: where datasets go when no cache service answers"),
-    "GPUFAIR_EMU_GPUS": ("1", "emulated GPUs: a count like 4 or relative speeds like 1,1,0.5"),
-    "GPUFAIR_EMU_DIR": ("/dev/shm/gpufair-emu-<uid>", "emulated GPUs: shared lock directory"),
-}
+from gpufair.common import env
 
-
-def _secret(env: Mapping[str, str], name: str) -> str:
-    """A secret from `NAME` or from the file named by `NAME_FILE` (Kubernetes secrets)."""
-    path = env.get(f"{name}_FILE", "")
-    if path:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read().strip()
-    return env.get(name, "")
-
-
-def _flag(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+#: variable -> (default as documented, meaning), for checks that read the declarations.
+ENV_DOC: dict[str, tuple[str, str]] = {v.name: (v.default_text, v.meaning) for v in env.VARS}
 
 
 @dataclass(frozen=True)
@@ -76,9 +23,8 @@ class EtcdAuth:
     password: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "EtcdAuth":
-        e = os.environ if env is None else env
-        return cls(e.get("GPUFAIR_ETCD_USERNAME", ""), _secret(e, "GPUFAIR_ETCD_PASSWORD"))
+    def from_env(cls, e: Mapping[str, str] | None = None) -> "EtcdAuth":
+        return cls(env.ETCD_USERNAME.read(e), env.ETCD_PASSWORD.read(e))
 
     def __repr__(self) -> str:  # never print the password
         return f"EtcdAuth(username={self.username!r})"
@@ -127,34 +73,25 @@ class CommonConfig:
     etcd_auth: EtcdAuth = field(default_factory=EtcdAuth)
 
     @classmethod
-    def from_env(cls, default_listen: str, env: Mapping[str, str] | None = None) -> "CommonConfig":
-        e = os.environ if env is None else env
-        prom = e.get("GPUFAIR_PROMETHEUS_PORT", "")
-        admin = _secret(e, "GPUFAIR_ADMIN_TOKEN")
+    def from_env(cls, default_listen: str, e: Mapping[str, str] | None = None) -> "CommonConfig":
+        admin = env.ADMIN_TOKEN.read(e)
         return cls(
-            listen=e.get("GPUFAIR_LISTEN", default_listen),
-            etcd=e.get("GPUFAIR_ETCD", cls.etcd),
-            etcd_root=e.get("GPUFAIR_ETCD_ROOT", cls.etcd_root),
-            metrics_addr=e.get("GPUFAIR_METRICS_ADDR", cls.metrics_addr),
-            scheduler_addr=e.get("GPUFAIR_SCHEDULER_ADDR", cls.scheduler_addr),
-            cache_addr=e.get("GPUFAIR_CACHE_ADDR", cls.cache_addr),
-            node=e.get("GPUFAIR_NODE", "") or os.uname().nodename,
-            log_level=e.get("GPUFAIR_LOG_LEVEL", cls.log_level).upper(),
-            prometheus_port=int(prom) if prom.strip() else None,
-            otlp_endpoint=e.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
-            lease_ttl=int(e.get("GPUFAIR_LEASE_TTL", cls.lease_ttl)),
-            tls=TlsConfig(
-                cert_file=e.get("GPUFAIR_TLS_CERT", ""),
-                key_file=e.get("GPUFAIR_TLS_KEY", ""),
-                client_ca_file=e.get("GPUFAIR_TLS_CLIENT_CA", ""),
-                ca_file=e.get("GPUFAIR_TLS_CA", ""),
-            ),
+            listen=env.LISTEN.read(e) or default_listen,
+            etcd=env.ETCD.read(e),
+            etcd_root=env.ETCD_ROOT.read(e),
+            metrics_addr=env.METRICS_ADDR.read(e),
+            scheduler_addr=env.SCHEDULER_ADDR.read(e),
+            cache_addr=env.CACHE_ADDR.read(e),
+            node=env.NODE.read(e),
+            log_level=env.LOG_LEVEL.read(e).upper(),
+            prometheus_port=env.PROMETHEUS_PORT.read(e),
+            otlp_endpoint=env.OTLP_ENDPOINT.read(e),
+            lease_ttl=env.LEASE_TTL.read(e),
+            tls=TlsConfig(cert_file=env.TLS_CERT.read(e), key_file=env.TLS_KEY.read(e),
+                          client_ca_file=env.TLS_CLIENT_CA.read(e), ca_file=env.TLS_CA.read(e)),
             etcd_auth=EtcdAuth.from_env(e),
-            auth=AuthConfig(
-                admin_token=admin,
-                job_token_secret=_secret(e, "GPUFAIR_JOB_TOKEN_SECRET") or admin,
-                open_reads=_flag(e.get("GPUFAIR_OPEN_READS", "true")),
-            ),
+            auth=AuthConfig(admin_token=admin, job_token_secret=env.JOB_TOKEN_SECRET.read(e) or admin,
+                            open_reads=env.OPEN_READS.read(e)),
         )
 
 
@@ -166,14 +103,9 @@ class S3Config:
     secure: bool = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "S3Config":
-        e = os.environ if env is None else env
-        return cls(
-            endpoint=e.get("GPUFAIR_S3_ENDPOINT", cls.endpoint),
-            access_key=_secret(e, "GPUFAIR_S3_ACCESS_KEY"),
-            secret_key=_secret(e, "GPUFAIR_S3_SECRET_KEY"),
-            secure=_flag(e.get("GPUFAIR_S3_SECURE", "false")),
-        )
+    def from_env(cls, e: Mapping[str, str] | None = None) -> "S3Config":
+        return cls(endpoint=env.S3_ENDPOINT.read(e), access_key=env.S3_ACCESS_KEY.read(e),
+                   secret_key=env.S3_SECRET_KEY.read(e), secure=env.S3_SECURE.read(e))
 
     def __repr__(self) -> str:  # never print secrets in logs
         return f"S3Config(endpoint={self.endpoint!r}, secure={self.secure}, access_key={'***' if self.access_key else ''!r})"

@@ -1,10 +1,11 @@
 """etcd state layer: one client and one lease per process (patroni-style).
 
-- `EtcdState` wraps one `aetcd.Client`, keeps one lease alive, re-binds the
-  process's liveness keys when a lease is lost, and maps client errors to
-  `Unavailable`.
+- `EtcdState` (the `StateStore` Protocol over etcd) wraps one `aetcd.Client`,
+  keeps one lease alive, re-binds the process's liveness keys when a lease is
+  lost, and maps client errors to `Unavailable`.
 - Versioned writes compare-and-swap on the key's mod revision and refuse a
-  version that is not newer, so a stale writer can never move a value back.
+  version that is not newer, so a stale writer can never move a value back;
+  each is one transaction, and reports the revision etcd gave it.
 - `LeaderElection` owns a key by a create-if-absent transaction under the
   process lease; `PrefixCache` reads a prefix and then watches from that
   revision.
@@ -15,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aetcd
@@ -24,24 +24,13 @@ import aetcd.exceptions
 import grpc
 
 from gpufair.common.config import EtcdAuth
-from gpufair.common.errors import FailedPrecondition, Unavailable
+from gpufair.common.errors import Unavailable
+from gpufair.common.state import Json, StaleVersion, StateStore, Stored, Watch, WatchEvent
+
+__all__ = ["EtcdState", "Json", "StaleVersion", "StateStore", "Stored", "Watch", "WatchEvent", "cancel_watch",
+           "parse_endpoint", "stop_task"]
 
 logger = logging.getLogger(__name__)
-
-Json = dict[str, Any]
-
-
-class StaleVersion(FailedPrecondition):
-    """A versioned write carried a version that is not newer than the stored one."""
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A JSON value read from etcd with its revisions."""
-
-    value: Json
-    mod_revision: int
-    create_revision: int
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
@@ -59,6 +48,12 @@ def _decode(kv: Any) -> Stored:
 
 def _encode(value: Json) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _revision(response: Any) -> int:
+    """The revision a write inside a transaction made (its response's header)."""
+    kind = response.WhichOneof("response")
+    return int(getattr(response, kind).header.revision)
 
 
 class EtcdState:
@@ -164,37 +159,57 @@ class EtcdState:
 
     # --- transactions ------------------------------------------------------
 
-    async def create_if_absent(self, key: str, value: Json, *, leased: bool = False) -> bool:
-        """Create `key` only if it does not exist; True if this call created it."""
+    async def create_if_absent(self, key: str, value: Json, *, leased: bool = False) -> int:
+        """Create `key` only if it does not exist: the revision of the write, 0 if it existed."""
         tx = self._client.transactions
         lease = (await self.lease()) if leased else None
-        ok, _ = await self._call(
+        ok, responses = await self._call(
             self._client.transaction,
             compare=[tx.create(key.encode()) == 0],
             success=[tx.put(key.encode(), _encode(value), lease=lease)],
             failure=[],
         )
-        return bool(ok)
+        return _revision(responses[0]) if ok else 0
 
-    async def put_versioned(self, key: str, value: Json, *, retries: int = 8) -> int:
-        """Write `value` (which holds an int "version") only if it is newer.
+    async def put_versioned(self, key: str, value: Json, *, also: Mapping[str, Json] | None = None,
+                            delete_range: tuple[str, str] | None = None, retries: int = 8) -> int:
+        """Write `value` (which holds an int "version") only if it is newer, in one
+        transaction with the `also` keys and a delete of [start, end).
 
         Compare-and-swap on the key's mod revision, so a concurrent writer
         cannot slip in between the read and the write. Raises StaleVersion if
-        the stored version is >= the new one. Returns the new revision.
+        the stored version is >= the new one. Returns the write's revision,
+        from the transaction's own answer.
         """
         version = int(value["version"])
         tx = self._client.transactions
+        ops = [tx.put(key.encode(), _encode(value))]
+        ops += [tx.put(k.encode(), _encode(v)) for k, v in (also or {}).items()]
+        if delete_range is not None:
+            ops.append(tx.delete(delete_range[0].encode(), delete_range[1].encode()))
         for _ in range(retries):
             current = await self.get(key)
             if current is not None and int(current.value.get("version", -1)) >= version:
                 raise StaleVersion(f"{key}: version {version} is not newer than stored {current.value.get('version')}")
             guard = tx.mod(key.encode()) == current.mod_revision if current else tx.create(key.encode()) == 0
-            ok, _ = await self._call(self._client.transaction, compare=[guard], success=[tx.put(key.encode(), _encode(value))], failure=[])
+            ok, responses = await self._call(self._client.transaction, compare=[guard], success=ops, failure=[])
             if ok:
-                stored = await self.get(key)
-                return stored.mod_revision if stored else 0
+                return _revision(responses[0])
         raise Unavailable(f"{key}: too much write contention, gave up after {retries} tries")
+
+    async def delete_if(self, key: str, *, value: Json | None = None, mod_revision: int | None = None) -> bool:
+        """Delete `key` only if it still holds exactly `value` and/or was last
+        written at `mod_revision` (so a newer owner's key is left alone)."""
+        tx = self._client.transactions
+        compare = []
+        if value is not None:
+            compare.append(tx.value(key.encode()) == _encode(value))
+        if mod_revision is not None:
+            compare.append(tx.mod(key.encode()) == mod_revision)
+        if not compare:
+            raise ValueError("delete_if needs a value or a mod_revision to check")
+        ok, _ = await self._call(self._client.transaction, compare=compare, success=[tx.delete(key.encode())], failure=[])
+        return bool(ok)
 
     # --- the process lease and liveness keys -------------------------------
 
@@ -219,13 +234,9 @@ class EtcdState:
         if value is None:
             self._live.pop(key, None)
             return await self.delete(key)
-        data = _encode(value)
-        if self._live.get(key) == data:
+        if self._live.get(key) == _encode(value):
             self._live.pop(key)
-        tx = self._client.transactions
-        ok, _ = await self._call(self._client.transaction, compare=[tx.value(key.encode()) == data],
-                                 success=[tx.delete(key.encode())], failure=[])
-        return bool(ok)
+        return await self.delete_if(key, value=value)
 
     async def _keep_alive(self) -> None:
         period = max(self.lease_ttl / 3, 0.2)
@@ -265,9 +276,24 @@ class EtcdState:
 
     # --- watches -------------------------------------------------------------
 
-    async def watch_prefix(self, prefix: str, start_revision: int) -> Any:
-        """An aetcd Watch over a prefix from a revision (iterate, then `cancel_watch()` it)."""
-        return await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision)
+    async def watch_prefix(self, prefix: str, start_revision: int) -> Watch:
+        """`WatchEvent`s under a prefix from a revision (iterate, then `cancel_watch()` it)."""
+        return _EtcdWatch(await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision))
+
+
+class _EtcdWatch:
+    """An aetcd Watch seen as `WatchEvent`s with decoded JSON values."""
+
+    def __init__(self, watch: Any) -> None:
+        self._watch = watch
+
+    async def __aiter__(self) -> AsyncIterator[WatchEvent]:
+        async for event in self._watch:
+            value = None if event.kind == "DELETE" else json.loads(event.kv.value)
+            yield WatchEvent(event.kv.key.decode(), value, int(event.kv.mod_revision))
+
+    async def cancel(self) -> None:
+        await self._watch.cancel()
 
 
 async def cancel_watch(watch: Any, timeout: float = 2.0) -> None:

@@ -16,6 +16,7 @@ import grpc
 from opentelemetry import trace
 
 from gpufair.common.errors import GpufairError
+from gpufair.common.handlers import rebuild
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +78,4 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        kw = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(_wrap_unary(handler.unary_unary, method), **kw)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(_wrap_unary(handler.stream_unary, method), **kw)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(_wrap_stream(handler.unary_stream, method), **kw)
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(_wrap_stream(handler.stream_stream, method), **kw)
-        return handler
+        return rebuild(handler, lambda behavior, _req, stream: (_wrap_stream if stream else _wrap_unary)(behavior, method))

@@ -95,6 +95,9 @@ class Keys:
         return self._k("scheduler", "decision")
 
     # cache
+    def cache_prefix(self) -> str:
+        return self._k("cache") + "/"
+
     def cache_node_prefix(self, node: str) -> str:
         return self._k("cache", check_segment("node", node)) + "/"
 

@@ -12,7 +12,8 @@ import logging
 import time
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState, cancel_watch, stop_task
+from gpufair.common.etcd import cancel_watch, stop_task
+from gpufair.common.state import StateStore
 
 logger = logging.getLogger(__name__)
 
@@ -20,12 +21,13 @@ logger = logging.getLogger(__name__)
 class LeaderElection:
     """Campaign for `key` as `identity`; `is_leader` tells the current state."""
 
-    def __init__(self, state: EtcdState, key: str, identity: str, *, retry_s: float = 0.5) -> None:
+    def __init__(self, state: StateStore, key: str, identity: str, *, retry_s: float = 0.5) -> None:
         self._state = state
         self._key = key
         self.identity = identity
         self._retry_s = retry_s
         self._leader = asyncio.Event()
+        self._held_revision = 0  # the leader key's mod revision while this replica holds it
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -48,11 +50,10 @@ class LeaderElection:
         if self.is_leader:
             self._leader.clear()
             try:
-                current = await self._state.get(self._key)
-                if current and current.value.get("identity") == self.identity:
-                    await self._state.delete(self._key)
+                # Checked in the delete itself: a successor's key, written since, stays.
+                await self._state.delete_if(self._key, mod_revision=self._held_revision)
             except Unavailable:
-                pass
+                pass  # the lease expires it
 
     async def current_leader(self) -> str | None:
         stored = await self._state.get(self._key)
@@ -79,16 +80,16 @@ class LeaderElection:
         stored = await self._state.get(self._key)
         if stored is None:
             return  # deleted in between: campaign again at once
-        mine = stored.value.get("identity") == self.identity
-        if mine:
+        if stored.value.get("identity") == self.identity:
+            self._held_revision = stored.mod_revision
             self._leader.set()
-        elif not mine:
+        else:
             self._step_down(f"leader is {stored.value.get('identity')}")
         # Wait until the key changes (deleted by TTL, or rewritten).
         watch = await self._state.watch_prefix(self._key, stored.mod_revision + 1)
         try:
             async for event in watch:
-                if event.kind == "DELETE":
+                if event.value is None:
                     self._step_down("leader key deleted")
                     return
         finally:

@@ -1,14 +1,16 @@
-"""Read a prefix, then watch it from that revision: a local mirror of etcd keys."""
+"""Read a prefix, then watch it from that revision: a local mirror of etcd keys
+(patroni's `KVCache`). A writer waits for the mirror to reach the revision of
+its own write (`wait_revision`) rather than polling it."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState, Json, cancel_watch, stop_task
+from gpufair.common.etcd import cancel_watch, stop_task
+from gpufair.common.state import Json, StateStore
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ class PrefixCache:
     watches again from the new revision, so no event is missed or applied twice.
     """
 
-    def __init__(self, state: EtcdState, prefix: str, *, on_change: Callable[[str, Json | None], None] | None = None) -> None:
+    def __init__(self, state: StateStore, prefix: str, *, on_change: Callable[[str, Json | None], None] | None = None) -> None:
         self._state = state
         self.prefix = prefix
         self.values: dict[str, Json] = {}
@@ -28,6 +30,7 @@ class PrefixCache:
         self._on_change = on_change
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"watch {self.prefix}")
@@ -42,6 +45,27 @@ class PrefixCache:
             return True
         except asyncio.TimeoutError:
             return False
+
+    async def wait_revision(self, revision: int, timeout: float | None = None) -> bool:
+        """True once the mirror has applied every change up to `revision` (a
+        write's own revision), False if `timeout` passed first."""
+        if self.revision >= revision and self.ready:
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((revision, future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._waiters = [(r, f) for r, f in self._waiters if f is not future]
+
+    def _advance(self, revision: int) -> None:
+        self.revision = max(self.revision, revision)
+        for wanted, future in self._waiters:
+            if wanted <= self.revision and not future.done():
+                future.set_result(None)
 
     async def stop(self) -> None:
         await stop_task(self._task)
@@ -66,20 +90,18 @@ class PrefixCache:
         for key, value in fresh.items():
             if self.values.get(key) != value:
                 self._notify(key, value)
-        self.values, self.revision = fresh, revision
+        self.values = fresh
         self._ready.set()
+        self._advance(revision)
         watch = await self._state.watch_prefix(self.prefix, revision + 1)
         try:
             async for event in watch:
-                key = event.kv.key.decode()
-                self.revision = max(self.revision, event.kv.mod_revision)
-                if event.kind == "DELETE":
-                    self.values.pop(key, None)
-                    self._notify(key, None)
+                if event.value is None:
+                    self.values.pop(event.key, None)
                 else:
-                    value = json.loads(event.kv.value)
-                    self.values[key] = value
-                    self._notify(key, value)
+                    self.values[event.key] = event.value
+                self._notify(event.key, event.value)
+                self._advance(event.revision)
         finally:
             await cancel_watch(watch)
 

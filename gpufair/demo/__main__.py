@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gpufair.api.cache.v1 import cache_service_pb2 as cpb
     from gpufair.api.cache.v1 import cache_service_pb2_grpc as cpb_grpc
+    from gpufair.common.config import S3Config
     from gpufair.demo import data, report
     from gpufair.demo.mix import DATA_URI, measure_exclusive, run_mix
     from gpufair.local.stack import LocalStack
@@ -48,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print("gpufair demo: starting etcd, S3, metrics, scheduler and cache ...", flush=True)
         stack.start()
         env = stack.env
-        s3 = Minio(env["GPUFAIR_S3_ENDPOINT"], access_key=env.get("GPUFAIR_S3_ACCESS_KEY", ""), secret_key=env.get("GPUFAIR_S3_SECRET_KEY", ""),
-                   secure=env.get("GPUFAIR_S3_SECURE", "").lower() in {"1", "true"})
+        s3cfg = S3Config.from_env(env)
+        s3 = Minio(s3cfg.endpoint, access_key=s3cfg.access_key, secret_key=s3cfg.secret_key, secure=s3cfg.secure)
         size = data.upload(s3)
         print(f"  dataset: {size / 2**20:.1f} MiB of synthetic images in {DATA_URI}", flush=True)
         with grpc.insecure_channel(env["GPUFAIR_CACHE_ADDR"]) as ch:

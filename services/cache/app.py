@@ -13,9 +13,10 @@ from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
 from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.node.config import NodeCacheConfig
-from gpufair.cache.node.publisher import EtcdPublisher
+from gpufair.cache.history import StepHistory
+from gpufair.cache.node.publisher import EtcdPublisher, read_cluster_entries
 from gpufair.cache.node.s3 import S3Source, make_client
-from gpufair.cache.node.uris import parse_dataset_uri
+from gpufair.common.uris import parse_dataset_uri
 from gpufair.cache.pipelines import PipelineRunner
 from gpufair.cache.servicer import CacheServicer
 from gpufair.common.config import CommonConfig
@@ -71,7 +72,8 @@ async def build_node(common: CommonConfig, cfg: NodeCacheConfig) -> CacheNode:
     except Unavailable:
         logger.warning("etcd unreachable at start: cache liveness key not written yet")
     runner = PipelineRunner(cache, state, keys, _sizer(S3Source(s3, cfg.s3_endpoint)))
-    return CacheNode(cache, runner, state, CacheServicer(cache, runner, cfg.node))
+    servicer = CacheServicer(cache, runner, cfg.node, StepHistory(state, keys), lambda: read_cluster_entries(state, keys))
+    return CacheNode(cache, runner, state, servicer)
 
 
 async def start_node(common: CommonConfig, cfg: NodeCacheConfig, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> CacheNode:

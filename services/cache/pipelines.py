@@ -4,6 +4,8 @@ A run's datasets are pinned for the run (owner = run id) so eviction never
 drops what a pending step needs; the pins are released once the run's
 predicted makespan plus `release_margin_s` has passed (gpufair does not see
 Kubeflow step completions; an operator can evict with --force earlier).
+A dataset the cache refuses (its URI fails the cache's check) is reported in
+the run and skipped before anything is pinned: a run is never half-pinned.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from gpufair.cache.history import StepHistory
 from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.planner import Plan, parse_pipeline, plan
-from gpufair.common.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
-from gpufair.common.etcd import EtcdState
+from gpufair.common.errors import AlreadyExists, GpufairError, InvalidArgument, NotFound, Unavailable
 from gpufair.common.keys import Keys, check_segment
+from gpufair.common.state import StateStore
+from gpufair.common.uris import parse_dataset_uri
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +38,7 @@ class Run:
     plan: Plan
     started_unix_s: float
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # dataset URI -> why the cache refused it
 
 
 def run_id_for(name: str, now: float) -> str:
@@ -43,24 +48,15 @@ def run_id_for(name: str, now: float) -> str:
 
 
 class PipelineRunner:
-    def __init__(self, cache: NodeCache, state: EtcdState | None, keys: Keys, size_of: SizeOf, *,
+    def __init__(self, cache: NodeCache, state: StateStore | None, keys: Keys, size_of: SizeOf, *,
                  bandwidth_bytes_per_s: float = 100e6, release_margin_s: float = 600.0, clock: Callable[[], float] = time.time) -> None:
         self._cache, self._state, self._keys, self._size_of = cache, state, keys, size_of
+        self._history = StepHistory(state, keys) if state is not None else None
         self.bandwidth, self._margin, self._clock = bandwidth_bytes_per_s, release_margin_s, clock
         self.runs: dict[str, Run] = {}
 
-    async def _durations(self, names: list[str]) -> dict[str, list[float]]:
-        if self._state is None:
-            return {}
-        out: dict[str, list[float]] = {}
-        for name in names:
-            try:
-                stored = await self._state.get(self._keys.step_durations(name))
-            except (Unavailable, ValueError):
-                continue
-            if stored and isinstance(stored.value.get("seconds"), list):
-                out[name] = [float(s) for s in stored.value["seconds"] if isinstance(s, (int, float))]
-        return out
+    async def _durations(self, step_keys: list[str]) -> dict[str, list[float]]:
+        return await self._history.durations(step_keys) if self._history is not None else {}
 
     async def submit(self, text: str, source: str, run_id: str, start_prefetch: bool) -> Run:
         if len(text.encode()) > MAX_YAML_BYTES:
@@ -91,8 +87,15 @@ class PipelineRunner:
         return run
 
     def _schedule(self, run: Run) -> None:
-        for d in run.plan.datasets:
-            if not d.dataset.fetchable or d.status in ("unused", "not-fetchable"):
+        wanted = [d for d in run.plan.datasets if d.dataset.fetchable and d.status not in ("unused", "not-fetchable")]
+        for d in wanted:  # checked before the first pin, so a refusal never leaves a run half-pinned
+            try:
+                parse_dataset_uri(d.dataset.uri)
+            except GpufairError as exc:
+                run.refused[d.dataset.uri] = f"refused by the cache: {exc}"
+                logger.warning("run %s: skipping %s: %s", run.run_id, d.dataset.uri, exc)
+        for d in wanted:
+            if d.dataset.uri in run.refused:
                 continue
             self._cache.pin(d.dataset.uri, run.run_id)
             start = d.prefetch_start_s or 0.0

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
+from gpufair.cache.exporter import CacheCounters
+from gpufair.cache.history import StepHistory
 from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.node.status import EntryState, EntryStatus
-from gpufair.cache.exporter import CacheCounters
 from gpufair.cache.pipelines import PipelineRunner, Run
 from gpufair.common.errors import InvalidArgument
 
@@ -28,29 +29,31 @@ def entry_to_pb(s: EntryStatus, node: str) -> pb.Entry:
 
 
 def plan_to_pb(run: Run, cache: NodeCache, node: str) -> pb.Plan:
-    doc = run.plan.to_json()
-    out = pb.Plan(run_id=run.run_id, format=doc["format"], pipeline_name=doc.get("name") or "",
-                  unresolved=[u.get("reason", str(u)) if isinstance(u, dict) else str(u) for u in doc["unresolved"]])
-    for s in doc["steps"]:
-        out.steps.append(pb.PlannedStep(name=s["name"], depends_on=s["depends_on"], datasets=s["datasets"], gpus=int(s["gpus"] or 0),
-                                        predicted_start_s=s["predicted_start_s"], predicted_duration_s=s["duration_s"],
-                                        node_selector={str(h): "" for h in s.get("node_hints", [])}))
-    for d in doc["datasets"]:
-        item = pb.PlannedDataset(uri=d["uri"], consumers=d["consumers"], size_bytes=int(d["size_bytes"] or 0),
-                                 prefetch_start_s=d["prefetch_start_s"] or 0.0, deadline_s=d["deadline_s"] or 0.0,
-                                 fetchable=bool(d["fetchable"]), note=d["reason"] or ("" if d["status"] == "scheduled" else d["status"]))
-        if d["fetchable"]:
-            try:
-                item.entry.CopyFrom(entry_to_pb(cache.status(d["uri"]), node))
-            except InvalidArgument:
-                pass
+    """A run's plan, with each fetchable dataset's state on this node."""
+    p = run.plan.pipeline
+    out = pb.Plan(run_id=run.run_id, format=p.format, pipeline_name=p.name or "", unresolved=[u.reason for u in p.unresolved])
+    for s in run.plan.steps:
+        st = s.step
+        out.steps.append(pb.PlannedStep(name=st.name, depends_on=st.depends_on, datasets=st.datasets, gpus=st.gpus or 0,
+                                        predicted_start_s=s.start_s, predicted_duration_s=s.duration_s,
+                                        node_selector={str(h): "" for h in st.node_hints}))
+    for d in run.plan.datasets:
+        ds, refused = d.dataset, run.refused.get(d.dataset.uri)
+        fetchable = ds.fetchable and refused is None
+        item = pb.PlannedDataset(uri=ds.uri, consumers=ds.consumers, size_bytes=d.size_bytes or 0,
+                                 prefetch_start_s=d.prefetch_start_s or 0.0, deadline_s=d.deadline_s or 0.0, fetchable=fetchable,
+                                 note=refused or ds.reason or ("" if d.status == "scheduled" else d.status))
+        if fetchable:
+            item.entry.CopyFrom(entry_to_pb(cache.status(ds.uri), node))
         out.datasets.append(item)
     return out
 
 
 class CacheServicer(pb_grpc.CacheServiceServicer):
-    def __init__(self, cache: NodeCache, runner: PipelineRunner, node: str, counters: CacheCounters | None = None) -> None:
+    def __init__(self, cache: NodeCache, runner: PipelineRunner, node: str, history: StepHistory,
+                 cluster: Callable[[], Awaitable[list[tuple[str, EntryStatus]]]], counters: CacheCounters | None = None) -> None:
         self._cache, self._runner, self._node = cache, runner, node
+        self._history, self._cluster = history, cluster
         self.counters = counters or CacheCounters()
 
     async def Prefetch(self, request: pb.PrefetchRequest, context: grpc.aio.ServicerContext) -> pb.PrefetchResponse:
@@ -90,3 +93,12 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
 
     async def GetPlan(self, request: pb.GetPlanRequest, context: grpc.aio.ServicerContext) -> pb.GetPlanResponse:
         return pb.GetPlanResponse(plan=plan_to_pb(self._runner.get(request.run_id), self._cache, self._node))
+
+    async def RecordStepDuration(self, request: pb.RecordStepDurationRequest,
+                                 context: grpc.aio.ServicerContext) -> pb.RecordStepDurationResponse:
+        step_key, seconds = await self._history.record(request.pipeline, request.step, request.seconds)
+        return pb.RecordStepDurationResponse(step_key=step_key, seconds=seconds)
+
+    async def ListClusterEntries(self, request: pb.ListClusterEntriesRequest,
+                                 context: grpc.aio.ServicerContext) -> pb.ListClusterEntriesResponse:
+        return pb.ListClusterEntriesResponse(entries=[entry_to_pb(s, node) for node, s in await self._cluster()])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+from gpufair.common import env
 from gpufair.common.channels import aio_channel, token_metadata
 from gpufair.common.config import CommonConfig
 from gpufair.common.etcd import EtcdState
@@ -20,9 +21,10 @@ from gpufair.common.server import RunningServer, ServerDeps, ServiceBinding, cre
 from gpufair.common.tokens import JobTokens
 from gpufair.scheduler.hub import CommandHub
 from gpufair.scheduler.loop import DecisionLoop
+from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.servicer import SchedulerServicer
-from gpufair.scheduler.sources import MetricsSource, PolicySettings, PolicyStore, load_profiles
+from gpufair.scheduler.sources import MetricsSource, PolicySettings, PolicyStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
 
@@ -50,9 +52,9 @@ class SchedulerReplica:
         await self.state.close()
 
 
-def default_policy(env: dict[str, str] | None = None) -> PolicySettings:
-    e = os.environ if env is None else env
-    return PolicySettings(e.get("GPUFAIR_POLICY", "sd-maxmin"), float(e.get("GPUFAIR_PERIOD_S", "5")), float(e.get("GPUFAIR_MIN_CHANGE", "0.05"))).validated()
+def default_policy(e: Mapping[str, str] | None = None) -> PolicySettings:
+    """The policy from GPUFAIR_POLICY, GPUFAIR_PERIOD_S and GPUFAIR_MIN_CHANGE (used until one is stored)."""
+    return PolicySettings(env.POLICY.read(e), env.PERIOD_S.read(e), env.MIN_CHANGE.read(e)).validated()
 
 
 async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "") -> SchedulerReplica:
@@ -68,8 +70,9 @@ async def build_replica(config: CommonConfig, policy: PolicySettings, *, identit
                           client_cert=config.tls.cert_file, client_key=config.tls.key_file)
     # On a plaintext channel the token travels as call metadata instead of channel credentials.
     metrics = MetricsSource(channel, metadata=() if tls else token_metadata(config.auth.admin_token))
-    loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, lambda: load_profiles(state, keys))
-    servicer = SchedulerServicer(registry, hub, loop, policies, JobTokens(config.auth.job_token_secret), identity)
+    profiles = ProfileStore(state, keys)
+    loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, profiles.fits)
+    servicer = SchedulerServicer(registry, hub, loop, policies, profiles, JobTokens(config.auth.job_token_secret), identity)
     return SchedulerReplica(state, registry, election, loop, hub, channel, servicer)
 
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
 import math
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import EtcdState, StaleVersion, stop_task
+from gpufair.common.etcd import stop_task
 from gpufair.common.keys import Keys
-from gpufair.common.leader import LeaderElection
+from gpufair.common.state import StaleVersion, StateStore
+from gpufair.scheduler.decisions import DecisionRecord, JobDecisionRecord
+from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import Split
 from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide
 from gpufair.scheduler.registry import JobRegistry
@@ -27,40 +27,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RoundResult:
-    record: dict  # the Decision as stored for "explain"
+    record: DecisionRecord  # the round as stored for "explain"
     written: int
-
-
-# The round's record holds every job's explanation, ~425 bytes a job: as
-# plain JSON, ~3,700 jobs would pass etcd's 1.5 MiB request limit, and every
-# round writes it into etcd's history. Compressed it is ~4x smaller. The
-# plain fields stay, with "jobs" empty, so a replica of the previous version
-# (mid-upgrade) reads a round without its jobs rather than failing.
-_PACKED = "zlib_b64"
-_MAX_RECORD = 64 * 1024 * 1024
-
-
-def pack_record(record: dict) -> dict:
-    """The decision record as stored in etcd: its jobs compressed."""
-    raw = json.dumps(record["jobs"], separators=(",", ":")).encode()
-    return {**record, "jobs": [], _PACKED: base64.b64encode(zlib.compress(raw, 6)).decode("ascii")}
-
-
-def unpack_record(value: dict) -> dict | None:
-    """The record `pack_record` stored (a plain one as earlier versions
-    wrote it passes through); None if the stored jobs are corrupt."""
-    if _PACKED not in value:
-        return value
-    try:
-        inflate = zlib.decompressobj()
-        raw = inflate.decompress(base64.b64decode(value[_PACKED], validate=True), _MAX_RECORD)
-        jobs = json.loads(raw) if not inflate.unconsumed_tail else None
-    except (ValueError, zlib.error):  # binascii.Error and JSONDecodeError are ValueErrors
-        jobs = None
-    if not isinstance(jobs, list):
-        logger.warning("the stored decision record is corrupt or too large; ignoring it")
-        return None
-    return {k: v for k, v in value.items() if k != _PACKED} | {"jobs": jobs}
 
 
 def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:
@@ -71,8 +39,15 @@ def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float)
     return metrics.last_step + max(2, math.ceil(steps_per_s * lead_s))
 
 
+class Leadership(Protocol):
+    """Whether this replica decides (`gpufair.common.leader.LeaderElection`)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
 class DecisionLoop:
-    def __init__(self, state: EtcdState, keys: Keys, registry: JobRegistry, election: LeaderElection, policies: PolicyStore,
+    def __init__(self, state: StateStore, keys: Keys, registry: JobRegistry, election: Leadership, policies: PolicyStore,
                  fetch_metrics: Callable[[], Awaitable[dict[str, JobMetrics]]], fetch_profiles: Callable[[], Awaitable[Profiles]],
                  *, lead_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
         self._state, self._keys, self._registry, self._election = state, keys, registry, election
@@ -137,31 +112,38 @@ class DecisionLoop:
         decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change),
                                             self._warm)
         duration = time.perf_counter() - t0
-        written, parts = 0, []
         by_job = {v.spec.job_id: v for v in views}
+        parts = []
         for job, d in decisions.items():
-            view = by_job[job]
-            old = view.split
-            part = {"job_id": job, "old": list(old.batch_sizes) if old else [], "new": list(d.split), "slowdown": est[job].slowdown,
-                    "predicted_slowdown": float(d.numbers.get("sd_at_lp_rate", 0.0)), "changed": False, "explanation": d.explanation}
-            if d.changed and old is not None and d.split != old.batch_sizes:
-                split = Split(old.version + 1, apply_step_for(metrics.get(job), view.spec.global_batch, self._lead_s), d.split,
-                              settings.name, d.explanation[:500], self._clock(), est[job].slowdown)
-                try:
-                    await self._registry.write_split(job, split)
-                    part["changed"], written = True, written + 1
-                except StaleVersion:
-                    logger.info("split of %s changed concurrently; skipped this round", job)
-            parts.append(part)
+            changed = await self._issue(by_job[job], d.split, d.changed, d.explanation, settings.name, metrics, est[job].slowdown)
+            old = by_job[job].split
+            parts.append(JobDecisionRecord(job, old.batch_sizes if old else (), tuple(d.split), est[job].slowdown,
+                                           float(d.numbers.get("sd_at_lp_rate", 0.0)), changed, d.explanation))
+        written = sum(p.changed for p in parts)
         sds = [e.slowdown for e in est.values() if e.included and e.slowdown > 0]
         summary = (f"{settings.name}: {len(decisions)} jobs decided, {written} re-split; "
                    f"max SD {max(sds, default=0):.2f}, mean SD {sum(sds) / len(sds) if sds else 0:.2f}")
-        record = {"policy": settings.name, "decided_unix_s": self._clock(), "duration_s": duration, "summary": summary, "jobs": parts}
-        await self._state.put(self._keys.decision(), pack_record(record))
+        record = DecisionRecord(settings.name, self._clock(), duration, summary, tuple(parts))
+        await self._state.put(self._keys.decision(), record.pack())
         self.rounds += 1
         return RoundResult(record, written)
 
-    async def last_decision(self) -> dict | None:
+    async def _issue(self, view: JobView, sizes: tuple[int, ...], changed: bool, why: str, policy: str,
+                     metrics: dict[str, JobMetrics], slowdown: float) -> bool:
+        """Write a job's new split as the next version; False if it is unchanged or lost a race."""
+        old = view.split
+        if not changed or old is None or tuple(sizes) == old.batch_sizes:
+            return False
+        step = apply_step_for(metrics.get(view.spec.job_id), view.spec.global_batch, self._lead_s)
+        split = Split(old.version + 1, step, tuple(sizes), policy, why[:500], self._clock(), slowdown)
+        try:
+            await self._registry.write_split(view.spec.job_id, split)
+            return True
+        except StaleVersion:
+            logger.info("split of %s changed concurrently; skipped this round", view.spec.job_id)
+            return False
+
+    async def last_decision(self) -> DecisionRecord | None:
         """The latest round as stored in etcd (any replica can explain it)."""
         stored = await self._state.get(self._keys.decision())
-        return None if stored is None else unpack_record(stored.value)
+        return None if stored is None else DecisionRecord.unpack(stored.value)

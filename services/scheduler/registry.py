@@ -1,46 +1,40 @@
 """The job registry in etcd: specs, versioned splits, history, pins and members.
 
-Every replica mirrors the jobs prefix (`PrefixCache`), so reads and command
-streams are served locally; writes go to etcd and come back through the watch.
+Every replica mirrors the jobs prefix (`PrefixCache`) and keeps it indexed by
+job (`JobIndex`), so reads and command streams are served locally in time
+proportional to what they return; writes go to etcd in one transaction each
+and come back through the watch, and a writer waits for the mirror to reach
+its own write's revision before it reads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gpufair.common.errors import AlreadyExists, NotFound, Unavailable
-from gpufair.common.etcd import EtcdState, Json, StaleVersion
 from gpufair.common.keys import Keys
+from gpufair.common.state import Json, StaleVersion, StateStore
 from gpufair.common.watchcache import PrefixCache
+from gpufair.scheduler.jobindex import JobIndex, JobView
 from gpufair.scheduler.jobs import JobSpec, Split
+
+__all__ = ["HISTORY_KEEP", "JobRegistry", "JobView"]
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class JobView:
-    """What the registry knows of one job right now."""
-
-    spec: JobSpec
-    split: Split | None
-    pinned: tuple[int, ...] | None
-    live_ranks: int
-
-
 HISTORY_KEEP = 200
+MIRROR_WAIT_S = 5.0
 
 
 class JobRegistry:
-    def __init__(self, state: EtcdState, keys: Keys, *, on_split: Callable[[str, Split], None] | None = None,
+    def __init__(self, state: StateStore, keys: Keys, *, on_split: Callable[[str, Split], None] | None = None,
                  on_removed: Callable[[str], None] | None = None) -> None:
         self._state, self._keys = state, keys
-        self._on_split, self._on_removed = on_split, on_removed
-        self._cache = PrefixCache(state, keys.jobs_prefix(), on_change=self._changed)
+        self._index = JobIndex(keys.jobs_prefix(), on_split=on_split, on_removed=on_removed)
+        self._cache = PrefixCache(state, keys.jobs_prefix(), on_change=self._index.apply)
 
     def start_background(self) -> None:
         """Mirror the jobs prefix; `ready` turns true after the first full read."""
@@ -56,87 +50,66 @@ class JobRegistry:
     async def stop(self) -> None:
         await self._cache.stop()
 
-    def _changed(self, key: str, value: Json | None) -> None:
-        job = key[len(self._keys.jobs_prefix()):].split("/", 1)[0]
-        if value is not None and key.endswith("/split") and self._on_split:
-            self._on_split(job, Split.from_json(value))
-        elif value is None and key.endswith("/spec") and self._on_removed:
-            self._on_removed(job)
-
     # --- reads (local mirror) ----------------------------------------------
 
-    def _get(self, key: str) -> Json | None:
-        return self._cache.values.get(key)
-
-    def job_ids(self) -> list[str]:
-        prefix = self._keys.jobs_prefix()
-        return sorted({k[len(prefix):].split("/", 1)[0] for k in self._cache.values if k.endswith("/spec")})
-
-    def view(self, job: str) -> JobView:
+    def _check_ready(self) -> None:
         if not self.ready:
             raise Unavailable("the scheduler has not read the job registry from etcd yet; retry")
-        spec = self._get(self._keys.job_spec(job))
-        if spec is None:
+
+    def job_ids(self) -> list[str]:
+        return self._index.job_ids()
+
+    def view(self, job: str) -> JobView:
+        self._check_ready()
+        view = self._index.view(job)
+        if view is None:
             raise NotFound(f"job {job!r} is not registered")
-        split = self._get(self._keys.job_split(job))
-        pin = self._get(self._keys.job_pin(job))
-        members = self._keys.job_members_prefix(job)
-        live = sum(1 for k in self._cache.values if k.startswith(members))
-        return JobView(JobSpec.from_json(spec), Split.from_json(split) if split else None,
-                       tuple(pin["batch_sizes"]) if pin else None, live)
+        return view
 
     def views(self) -> list[JobView]:
-        out = []
-        for job in self.job_ids():
-            try:
-                out.append(self.view(job))
-            except NotFound:
-                continue  # removed between listing and reading
-        return out
+        """Every registered job, sorted by id."""
+        return self._index.views()
 
     def split(self, job: str) -> Split | None:
-        raw = self._get(self._keys.job_split(job))
-        return Split.from_json(raw) if raw else None
+        return self._index.split(job)
 
     async def history(self, job: str, limit: int) -> list[Split]:
         values, _ = await self._state.get_prefix(self._keys.job_history_prefix(job))
         entries = [Split.from_json(v.value) for _, v in sorted(values.items(), reverse=True)]
         return entries[:limit]
 
+    async def _seen(self, revision: int) -> None:
+        """Wait until the local mirror holds the write made at `revision` (reads follow own writes)."""
+        if not await self._cache.wait_revision(revision, MIRROR_WAIT_S):
+            raise Unavailable(f"this scheduler replica's view of etcd is behind (revision {revision} "
+                              f"not seen within {MIRROR_WAIT_S:g}s); retry")
+
     # --- writes --------------------------------------------------------------
 
-    async def wait_view(self, job: str, timeout: float = 5.0) -> JobView:
-        """The job as the local mirror sees it once its split arrived (reads follow own writes)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                view = self.view(job)
-                if view.split is not None or time.monotonic() > deadline:
-                    return view
-            except NotFound:
-                if time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(0.02)
-
-    async def register(self, spec: JobSpec, initial: tuple[int, ...], policy: str) -> tuple[JobSpec, Split]:
-        """Create the job (idempotent for an identical spec); returns its current split."""
+    async def register(self, spec: JobSpec, initial: tuple[int, ...], policy: str) -> JobView:
+        """Create the job (idempotent for an identical spec); returns it as this
+        replica's mirror sees it, with its current split."""
         key = self._keys.job_spec(spec.job_id)
-        if not await self._state.create_if_absent(key, spec.to_json()):
+        revision = await self._state.create_if_absent(key, spec.to_json())
+        if not revision:
             stored = await self._state.get(key)
             if stored is not None and JobSpec.from_json(stored.value) != spec:
                 raise AlreadyExists(f"job {spec.job_id!r} is already registered with a different spec; deregister it first")
+            revision = stored.mod_revision if stored else 0
         current = await self._state.get(self._keys.job_split(spec.job_id))
         if current is not None:
-            return spec, Split.from_json(current.value)
-        # Versions start at the registration time in ms, so a job deregistered and
-        # registered again never reuses a version its trainers have already seen.
-        split = Split(int(time.time() * 1000), 0, initial, policy, "initial split at registration", time.time())
-        try:
-            await self.write_split(spec.job_id, split)
-        except StaleVersion:
-            pass  # a concurrent registration wrote it first
-        stored_split = await self._state.get(self._keys.job_split(spec.job_id))
-        return spec, Split.from_json(stored_split.value) if stored_split else split
+            revision = max(revision, current.mod_revision)
+        else:
+            # Versions start at the registration time in ms, so a job deregistered and
+            # registered again never reuses a version its trainers have already seen.
+            split = Split(int(time.time() * 1000), 0, initial, policy, "initial split at registration", time.time())
+            try:
+                revision = max(revision, await self.write_split(spec.job_id, split))
+            except StaleVersion:  # a concurrent registration wrote it first
+                stored_split = await self._state.get(self._keys.job_split(spec.job_id))
+                revision = max(revision, stored_split.mod_revision if stored_split else 0)
+        await self._seen(revision)
+        return self.view(spec.job_id)
 
     async def deregister(self, job: str) -> bool:
         existed = await self._state.get(self._keys.job_spec(job)) is not None
@@ -144,16 +117,19 @@ class JobRegistry:
         await self._state.delete_prefix(self._keys.job_history_prefix(job))
         return existed
 
-    async def write_split(self, job: str, split: Split) -> None:
-        """Versioned write (never backwards) plus a history entry; old history is pruned."""
-        await self._state.put_versioned(self._keys.job_split(job), split.to_json())
-        await self._state.put(self._keys.job_history(job, split.version), split.to_json())
-        values, _ = await self._state.get_prefix(self._keys.job_history_prefix(job))
-        for key in sorted(values)[:-HISTORY_KEEP]:
-            await self._state.delete(key)
+    async def write_split(self, job: str, split: Split) -> int:
+        """One transaction: the versioned split (never backwards), its history
+        entry, and the pruning of history older than the newest HISTORY_KEEP
+        versions (split versions go up by one). Returns the write's revision."""
+        prefix = self._keys.job_history_prefix(job)
+        oldest_kept = self._keys.job_history(job, max(split.version - HISTORY_KEEP + 1, 0))
+        return await self._state.put_versioned(self._keys.job_split(job), split.to_json(),
+                                               also={self._keys.job_history(job, split.version): split.to_json()},
+                                               delete_range=(prefix, oldest_kept))
 
     async def pin(self, job: str, sizes: tuple[int, ...], *, retries: int = 5) -> Split:
-        """Pin a manual split and issue it as the next version (read from etcd, not the mirror)."""
+        """Pin a manual split and issue it as the next version (read from etcd, not the
+        mirror); returns once this replica's mirror holds it."""
         await self.set_pin(job, sizes)
         for _ in range(retries):
             stored = await self._state.get(self._keys.job_split(job))
@@ -161,7 +137,7 @@ class JobRegistry:
             split = Split((current.version if current else 0) + 1, current.apply_step if current else 0, sizes, "manual",
                           "pinned by an operator", time.time())
             try:
-                await self.write_split(job, split)
+                await self._seen(await self.write_split(job, split))
                 return split
             except StaleVersion:
                 continue  # the leader wrote a split in between: take the next version

@@ -10,14 +10,16 @@ import grpc
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
 from gpufair.common.errors import InvalidArgument, NotFound
+from gpufair.common.tokens import JobTokens
+from gpufair.scheduler.decisions import DecisionRecord
 from gpufair.scheduler.hub import CommandHub
 from gpufair.scheduler.jobs import JobSpec, Placement, Split, check_job_id, validate_batch_sizes, validate_spec
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.policy import even_split, policy_names
+from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry, JobView
 from gpufair.scheduler.snapshot import JobEstimate
-from gpufair.scheduler.sources import PolicyStore
-from gpufair.common.tokens import JobTokens
+from gpufair.scheduler.sources import PolicySettings, PolicyStore
 
 logger = logging.getLogger(__name__)
 
@@ -52,16 +54,31 @@ def summary_to_pb(view: JobView, est: JobEstimate | None) -> pb.JobSummary:
     return out
 
 
+def policy_to_pb(s: PolicySettings) -> pb.PolicyConfig:
+    return pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change)
+
+
+def decision_to_pb(record: DecisionRecord, job_id: str) -> pb.Decision:
+    """The round, or only `job_id`'s part of it (NotFound if it had none)."""
+    jobs = [pb.JobDecision(job_id=j.job_id, old_batch_sizes=j.old, new_batch_sizes=j.new, slowdown=j.slowdown,
+                           predicted_slowdown=j.predicted_slowdown, changed=j.changed, explanation=j.explanation)
+            for j in record.jobs if not job_id or j.job_id == job_id]
+    if job_id and not jobs:
+        raise NotFound(f"job {job_id!r} was not part of the latest decision round")
+    return pb.Decision(policy=record.policy, decided_unix_s=record.decided_unix_s, duration_s=record.duration_s,
+                       summary=record.summary, jobs=jobs)
+
+
 class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
-    def __init__(self, registry: JobRegistry, hub: CommandHub, loop: DecisionLoop, policies: PolicyStore, tokens: JobTokens, identity: str) -> None:
+    def __init__(self, registry: JobRegistry, hub: CommandHub, loop: DecisionLoop, policies: PolicyStore,
+                 profiles: ProfileStore, tokens: JobTokens, identity: str) -> None:
         self._registry, self._hub, self._loop, self._policies, self._tokens = registry, hub, loop, policies, tokens
-        self._identity = identity
+        self._profiles, self._identity = profiles, identity
 
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext) -> pb.RegisterJobResponse:
         spec = spec_from_pb(request.spec)
         settings = await self._policies.get()
-        spec, _ = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name)
-        view = await self._registry.wait_view(spec.job_id)
+        view = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name)
         return pb.RegisterJobResponse(job=summary_to_pb(view, None), job_token=self._tokens.issue(spec.job_id))
 
     async def DeregisterJob(self, request: pb.DeregisterJobRequest, context: grpc.aio.ServicerContext) -> pb.DeregisterJobResponse:
@@ -115,13 +132,11 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                                  history=[pb.HistoryEntry(split=split_to_pb(request.job_id, h), slowdown=h.slowdown) for h in history])
 
     async def GetPolicy(self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.GetPolicyResponse:
-        s = await self._policies.get()
-        return pb.GetPolicyResponse(policy=pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change), available=list(policy_names()))
+        return pb.GetPolicyResponse(policy=policy_to_pb(await self._policies.get()), available=list(policy_names()))
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
         p = request.policy
-        s = await self._policies.set(p.name, p.period_s, p.min_change)
-        return pb.SetPolicyResponse(policy=pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change))
+        return pb.SetPolicyResponse(policy=policy_to_pb(await self._policies.set(p.name, p.period_s, p.min_change)))
 
     async def PinSplit(self, request: pb.PinSplitRequest, context: grpc.aio.ServicerContext) -> pb.PinSplitResponse:
         _require(request.job_id)
@@ -138,13 +153,16 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         record = await self._loop.last_decision()
         if record is None:
             return pb.ExplainDecisionResponse()
-        jobs = [pb.JobDecision(job_id=j["job_id"], old_batch_sizes=j["old"], new_batch_sizes=j["new"], slowdown=j["slowdown"],
-                               predicted_slowdown=j["predicted_slowdown"], changed=j["changed"], explanation=j["explanation"])
-                for j in record["jobs"] if not request.job_id or j["job_id"] == request.job_id]
-        if request.job_id and not jobs:
-            raise NotFound(f"job {request.job_id!r} was not part of the latest decision round")
-        return pb.ExplainDecisionResponse(decision=pb.Decision(policy=record["policy"], decided_unix_s=record["decided_unix_s"],
-                                                               duration_s=record["duration_s"], summary=record["summary"], jobs=jobs))
+        return pb.ExplainDecisionResponse(decision=decision_to_pb(record, request.job_id))
+
+    async def PutProfile(self, request: pb.PutProfileRequest, context: grpc.aio.ServicerContext) -> pb.PutProfileResponse:
+        return pb.PutProfileResponse(replaced=await self._profiles.put(request.profile))
+
+    async def GetProfile(self, request: pb.GetProfileRequest, context: grpc.aio.ServicerContext) -> pb.GetProfileResponse:
+        return pb.GetProfileResponse(profile=await self._profiles.get(request.model, request.device_type))
+
+    async def ListProfiles(self, request: pb.ListProfilesRequest, context: grpc.aio.ServicerContext) -> pb.ListProfilesResponse:
+        return pb.ListProfilesResponse(profiles=await self._profiles.list())
 
 
 def _require(job_id: str) -> None:

@@ -15,9 +15,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpufair.common.steptime import StepTimeModel
+from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import JobSpec
 from gpufair.scheduler.policy import ClusterState, JobState, RankState, even_split, exclusive_rate, slowdown
-from gpufair.scheduler.registry import JobView
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,8 @@ class JobMetrics:
         return max((r.last_step for r in self.ranks.values()), default=-1)
 
 
-@dataclass(frozen=True)
-class Fit:
-    a_s: float
-    c_s: float
-
-
-Profiles = Mapping[tuple[str, str], Fit]
+#: Step-time fits of the stored profiles, by (model, device type).
+Profiles = Mapping[tuple[str, str], StepTimeModel]
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
     if any(f is None for f in fits):
         return None
     sizes = even_split(spec.global_batch, len(spec.ranks))
-    step = max(f.a_s + f.c_s * b for f, b in zip(fits, sizes))  # type: ignore[union-attr]
+    step = max(f.step_s(b) for f, b in zip(fits, sizes))  # type: ignore[union-attr]
     return spec.global_batch / step if step > 0 else None
 
 

@@ -1,4 +1,5 @@
-"""Where the scheduler reads its inputs: the metrics service, profiles and the policy in etcd."""
+"""Where the scheduler reads its inputs: the metrics service and the policy in etcd
+(profiles: `gpufair.scheduler.profiles`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import grpc
 from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
 from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
 from gpufair.common.errors import InvalidArgument, Unavailable
-from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
+from gpufair.common.state import StateStore
 from gpufair.scheduler.policy import policy_names
-from gpufair.scheduler.snapshot import Fit, JobMetrics, Profiles, RankMetrics
+from gpufair.scheduler.snapshot import JobMetrics, RankMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +44,6 @@ class MetricsSource:
         }
 
 
-async def load_profiles(state: EtcdState, keys: Keys) -> Profiles:
-    """Step-time fits of every stored profile, by (model, device type); bad entries are skipped."""
-    values, _ = await state.get_prefix(keys.profiles_prefix())
-    out: dict[tuple[str, str], Fit] = {}
-    for key, stored in values.items():
-        fit = stored.value.get("fit")
-        model, device_type = stored.value.get("model"), stored.value.get("device_type")
-        if isinstance(fit, dict) and model and device_type:
-            try:
-                out[(str(model), str(device_type))] = Fit(float(fit["a_s"]), float(fit["c_s"]))
-            except (KeyError, TypeError, ValueError):
-                logger.warning("profile %s has a malformed fit; ignored", key)
-    return out
-
-
 @dataclass(frozen=True)
 class PolicySettings:
     name: str = "sd-maxmin"
@@ -77,7 +63,7 @@ class PolicySettings:
 class PolicyStore:
     """The active policy in etcd (`scheduler/policy`), with env-given defaults."""
 
-    def __init__(self, state: EtcdState, keys: Keys, default: PolicySettings) -> None:
+    def __init__(self, state: StateStore, keys: Keys, default: PolicySettings) -> None:
         self._state, self._keys, self.default = state, keys, default
 
     async def get(self) -> PolicySettings:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -11,7 +15,7 @@ import pytest
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
 from gpufair.api.cache.v1 import cache_service_pb2_grpc as pb_grpc
-from gpufair.cache.app import start_node
+from gpufair.cache.app import CacheNode, start_node
 from gpufair.cache.node.config import NodeCacheConfig
 from gpufair.common.config import CommonConfig
 from gpufair.common.etcd import EtcdState
@@ -39,14 +43,29 @@ spec:
 """
 
 
-@pytest.fixture
-async def node(tmp_path: Path, s3_server, etcd_endpoint: str, etcd_root: str):
-    cfg = NodeCacheConfig(cache_dir=tmp_path / "cache", capacity_bytes=8 << 20, node="node-a", s3_endpoint=s3_server.endpoint,
+async def _start(tmp_path: Path, s3_server, etcd_endpoint: str, etcd_root: str, name: str) -> CacheNode:
+    cfg = NodeCacheConfig(cache_dir=tmp_path / name, capacity_bytes=8 << 20, node=name, s3_endpoint=s3_server.endpoint,
                           s3_access_key=s3_server.access_key, s3_secret_key=s3_server.secret_key)
-    n = await start_node(CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root), cfg)
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{n.server.port}") as ch:
-        yield pb_grpc.CacheServiceStub(ch)
+    return await start_node(CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root), cfg)
+
+
+@pytest.fixture
+async def cache_node(tmp_path: Path, s3_server, etcd_endpoint: str, etcd_root: str):
+    n = await _start(tmp_path, s3_server, etcd_endpoint, etcd_root, "node-a")
+    yield n
     await n.close()
+
+
+@pytest.fixture
+async def node(cache_node: CacheNode):
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{cache_node.server.port}") as ch:
+        yield pb_grpc.CacheServiceStub(ch)
+
+
+def _cli(cache_node: CacheNode, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `gpufair` CLI against this node's cache service, with no way to reach etcd."""
+    env = {"GPUFAIR_CACHE_ADDR": f"127.0.0.1:{cache_node.server.port}", "GPUFAIR_ETCD": "127.0.0.1:1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "gpufair.client.cli", *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture
@@ -74,7 +93,8 @@ async def test_prefetch_resolve_list_read_and_evict(node, bucket: str) -> None:
 
 
 async def test_bad_uris_and_arguments_get_clear_statuses(node) -> None:
-    for uri, code in [("gs://b/k", grpc.StatusCode.FAILED_PRECONDITION), ("ftp://x", grpc.StatusCode.INVALID_ARGUMENT),
+    for uri, code in [("gs://b/k", grpc.StatusCode.FAILED_PRECONDITION), ("ftp://x", grpc.StatusCode.FAILED_PRECONDITION),
+                      ("ftp2://x/k", grpc.StatusCode.INVALID_ARGUMENT), ("s3://Bad_Bucket/k", grpc.StatusCode.INVALID_ARGUMENT),
                       ("s3://no-such-bucket-zz/k", grpc.StatusCode.NOT_FOUND)]:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await node.Resolve(pb.ResolveRequest(uri=uri, wait_s=5))
@@ -114,21 +134,15 @@ async def test_malformed_pipeline_is_invalid_argument_with_location(node) -> Non
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "bad.yaml" in err.value.details()
 
 
-async def test_recorded_step_durations_drive_the_predicted_starts(node, bucket: str, etcd_endpoint: str, etcd_root: str) -> None:
-    import subprocess
-    import sys
-
+async def test_recorded_step_durations_drive_the_predicted_starts(cache_node: CacheNode, node, bucket: str) -> None:
     from gpufair.cache.planner import parse_pipeline
 
     text = PIPELINE.format(bucket=bucket)
     name = parse_pipeline(text).name
-    env = {"GPUFAIR_ETCD": etcd_endpoint, "GPUFAIR_ETCD_ROOT": etcd_root, "PATH": "/usr/bin:/bin"}
     for seconds in ("200", "240", "220"):  # the median, 220 s, is what the planner should use
-        done = subprocess.run([sys.executable, "-m", "gpufair.client.cli", "steps", "record", name, "preprocess", seconds],
-                              env=env, capture_output=True, text=True, timeout=60)
+        done = await asyncio.to_thread(_cli, cache_node, "steps", "record", name, "preprocess", seconds)
         assert done.returncode == 0, done.stderr
-    bad = subprocess.run([sys.executable, "-m", "gpufair.client.cli", "steps", "record", name, "preprocess", "-5"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    bad = await asyncio.to_thread(_cli, cache_node, "steps", "record", name, "preprocess", "-5")
     assert bad.returncode == 2 and "duration" in bad.stderr
     plan = (await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=text, source="p.yaml", run_id="run-2"))).plan
     starts = {s.name: s.predicted_start_s for s in plan.steps}
@@ -145,21 +159,33 @@ async def test_a_run_id_is_submitted_once(node, bucket: str) -> None:
     assert len(ids) == 2  # generated ids never collide
 
 
-async def test_cache_ls_all_nodes_reads_every_nodes_records_from_etcd(node, bucket: str, etcd_endpoint: str, etcd_root: str) -> None:
-    import asyncio
-    import json
-    import subprocess
-    import sys
-
+async def test_cache_ls_all_nodes_lists_every_nodes_entries_through_one_service(
+        tmp_path: Path, s3_server, etcd_endpoint: str, etcd_root: str, cache_node: CacheNode, node, bucket: str) -> None:
     uri = f"s3://{bucket}/train.bin"
-    await node.Resolve(pb.ResolveRequest(uri=uri, fetch=True, wait_s=30))
-    env = {"GPUFAIR_ETCD": etcd_endpoint, "GPUFAIR_ETCD_ROOT": etcd_root, "PATH": "/usr/bin:/bin"}
-    for _ in range(50):  # the cache mirrors its entries to etcd in the background
-        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpufair.client.cli", "cache", "ls", "--all-nodes", "--json"],
-                                       env=env, capture_output=True, text=True, timeout=60)
+    other = await _start(tmp_path, s3_server, etcd_endpoint, etcd_root, "node-b")
+    try:
+        for n in (cache_node, other):
+            assert (await n.cache.resolve(uri, wait=True, timeout=30)).state.value == "cached"
+            await n.cache.flush_published()  # each node mirrors its entries in the background
+        done = await asyncio.to_thread(_cli, cache_node, "cache", "ls", "--all-nodes", "--json")
         assert done.returncode == 0, done.stderr
-        records = json.loads(done.stdout)
-        if any(r["uri"] == uri and r["state"] == "cached" for r in records):
-            break
-        await asyncio.sleep(0.1)
-    assert [(r["node"], r["uri"], r["state"], r["size"]) for r in records] == [("node-a", uri, "cached", 300_000)]
+        entries = json.loads(done.stdout)
+        assert [(e["node"], e["uri"], e["state"], e["bytes_total"]) for e in entries] == \
+            [(name, uri, "ENTRY_STATE_CACHED", "300000") for name in ("node-a", "node-b")]
+        table = await asyncio.to_thread(_cli, cache_node, "cache", "ls", "--all-nodes")
+        assert "node-b" in table.stdout and "0.3" in table.stdout
+    finally:
+        await other.close()
+
+
+async def test_a_dataset_the_cache_refuses_is_reported_and_skipped_never_half_pinned(node, bucket: str) -> None:
+    # s3n:// is in the one scheme table; a two-letter bucket name fails the cache's own check.
+    text = PIPELINE.format(bucket=bucket).replace(f"s3://{bucket}/raw/", "s3://xy/raw/").replace("s3://", "s3n://")
+    plan = (await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=text, source="p.yaml", run_id="run-4",
+                                                               start_prefetch=True))).plan
+    by_uri = {d.uri: d for d in plan.datasets}
+    refused, taken = by_uri["s3n://xy/raw/"], by_uri[f"s3n://{bucket}/train.bin"]
+    assert not refused.fetchable and "refused by the cache" in refused.note and "invalid bucket" in refused.note
+    assert taken.fetchable and taken.entry.pinned
+    listing = await node.ListEntries(pb.ListEntriesRequest())
+    assert {e.uri for e in listing.entries if e.pinned} == {f"s3://{bucket}/train.bin"}  # s3n folded into s3

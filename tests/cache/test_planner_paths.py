@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from gpufair.cache.paths import safe_join
+from gpufair.common.paths import safe_join
 from gpufair.common.errors import InvalidArgument
 
 

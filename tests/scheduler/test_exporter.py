@@ -38,7 +38,6 @@ async def test_split_gauges_follow_the_registry(etcd_endpoint: str, etcd_root: s
                               ranks=[pb.RankPlacement(rank=i, device_id=f"g{i}") for i in range(2)])
             await stub.RegisterJob(pb.RegisterJobRequest(spec=spec))
             await stub.PinSplit(pb.PinSplitRequest(job_id="job-e", batch_sizes=[7, 3]))
-            await replica.registry.wait_view("job-e")
             for _ in range(100):
                 points = await asyncio.to_thread(_points, reader, "gpufair_job_split_batch")  # collected off the loop, as a scrape is
                 if points.get((("job", "job-e"), ("rank", "0"))) == 7:

@@ -92,31 +92,43 @@ def test_cli_table_and_bad_model(capsys) -> None:
     assert "unknown model 'vgg99'" in capsys.readouterr().err
 
 
-def test_cli_store_writes_to_etcd(etcd_endpoint: str, monkeypatch, capsys) -> None:
+async def test_cli_store_goes_to_the_scheduler_which_serves_it_back(etcd_endpoint: str, etcd_root: str, monkeypatch,
+                                                                    capsys) -> None:
     import asyncio
 
-    from gpufair.client.workloads.store import etcd_profile_store
+    import grpc
 
-    monkeypatch.setenv("GPUFAIR_ETCD", etcd_endpoint)
-    assert _cli(["profile", "--model", "mlp", "--batch", "8,16", "--image-size", "8", "--steps", "2",
-                 "--store"]) == 0
-    assert "stored at" in capsys.readouterr().out
+    from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+    from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+    from gpufair.common.config import CommonConfig
+    from gpufair.common.keys import Keys
+    from gpufair.local import free_port
+    from gpufair.scheduler.app import start_replica
+    from gpufair.scheduler.profiles import ProfileStore
+    from gpufair.scheduler.sources import PolicySettings
 
-    async def read():
-        async with etcd_profile_store(etcd_endpoint) as store:
-            return await store.get("mlp", "cpu")
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr=f"127.0.0.1:{free_port()}")
+    sched = await start_replica(cfg, PolicySettings("even", 1.0, 0.05))
+    try:
+        monkeypatch.setenv("GPUFAIR_SCHEDULER_ADDR", f"127.0.0.1:{sched.server.port}")
+        monkeypatch.setenv("GPUFAIR_ETCD", "127.0.0.1:1")  # the CLI must not need etcd
+        rc = await asyncio.to_thread(_cli, ["profile", "--model", "mlp", "--batch", "8,16", "--image-size", "8",
+                                            "--steps", "2", "--store"])
+        assert rc == 0
+        assert "stored in the scheduler" in capsys.readouterr().out
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            stored = (await pb_grpc.SchedulerServiceStub(ch).GetProfile(pb.GetProfileRequest(model="mlp", device_type="cpu"))).profile
+        assert {m.batch for m in stored.measurements} == {8, 16} and stored.HasField("fit")
+        fits = await ProfileStore(sched.state, Keys(etcd_root)).fits()  # what the decision loop reads
+        assert fits[("mlp", "cpu")].c_s == stored.fit.c_s
+    finally:
+        await sched.close()
 
-    stored = asyncio.run(read())
-    assert stored is not None and {m.batch for m in stored.measurements} == {8, 16}
 
+def test_cli_store_with_the_scheduler_down_exits_1(monkeypatch, capsys) -> None:
+    from gpufair.local import free_port
 
-def test_cli_store_with_etcd_down_exits_1(monkeypatch, capsys) -> None:
-    import socket
-
-    with socket.socket() as sock:  # bound, not listening: connections are refused
-        sock.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("GPUFAIR_ETCD", f"127.0.0.1:{sock.getsockname()[1]}")
-        rc = _cli(["profile", "--model", "mlp", "--batch", "8", "--image-size", "8", "--steps", "1",
-                   "--store"])
+    monkeypatch.setenv("GPUFAIR_SCHEDULER_ADDR", f"127.0.0.1:{free_port()}")
+    rc = _cli(["profile", "--model", "mlp", "--batch", "8", "--image-size", "8", "--steps", "1", "--store"])
     assert rc == 1
-    assert "etcd" in capsys.readouterr().err
+    assert "store profile: service unreachable" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpufair.common.errors import FailedPrecondition, GpufairError, InvalidArgument, NotFound, Unavailable
+from gpufair.common.uris import DatasetUri, parse_dataset_uri
 
 from . import disk
 from .config import NodeCacheConfig
@@ -23,7 +24,6 @@ from .publisher import EntryPublisher, MemoryPublisher, PublishQueue, entry_reco
 from .s3 import S3Client, S3Source, make_client
 from .status import EntryState, EntryStatus
 from .stream import follow_fetch, read_file
-from .uris import DatasetUri, parse_dataset_uri
 
 logger = logging.getLogger(__name__)
 

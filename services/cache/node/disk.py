@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpufair.common.errors import GpufairError
-
-from .uris import entry_id_for, parse_dataset_uri, safe_relpath
+from gpufair.common.paths import safe_join
+from gpufair.common.uris import entry_id_for, parse_dataset_uri
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def entry_dir(root: Path, entry_id: str) -> Path:
 def local_path(root: Path, meta: EntryMeta) -> Path:
     """What callers get: the file for an object dataset, the folder for a prefix."""
     data = entry_dir(root, meta.entry_id) / DATA_NAME
-    return data if meta.is_prefix else safe_relpath(data, meta.files[0].rel)
+    return data if meta.is_prefix else safe_join(data, meta.files[0].rel)
 
 
 def new_staging(root: Path, entry_id: str) -> Path:
@@ -197,7 +197,7 @@ def _load_entry(root: Path, directory: Path) -> tuple[EntryMeta | None, str]:
     data = directory / DATA_NAME
     for f in meta.files:
         try:
-            size = safe_relpath(data, f.rel).stat().st_size
+            size = safe_join(data, f.rel).stat().st_size
         except (OSError, GpufairError) as exc:
             return None, f"{f.rel}: {exc}"
         if size != f.size:

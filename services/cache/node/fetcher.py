@@ -16,9 +16,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufair.common.paths import safe_join
+
 from .s3 import S3Source
 from .status import Manifest, ObjectSpec
-from .uris import safe_relpath
 from .verify import verify_object
 
 logger = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class Fetcher:
         return await self._finish(manifest, states, tracker)
 
     def _prepare(self, obj: ObjectSpec, data_dir: Path, tracker: FetchTracker) -> _ObjectState:
-        path = safe_relpath(data_dir, obj.rel)
+        path = safe_join(data_dir, obj.rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
         try:

@@ -9,13 +9,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from gpufair.common.uris import DatasetUri
+
 from . import disk
 from .errors import IntegrityError, ObjectChanged
 from .fetcher import Fetcher
 from .gate import PriorityGate
 from .index import Entry
 from .status import Manifest
-from .uris import DatasetUri
 
 logger = logging.getLogger(__name__)
 

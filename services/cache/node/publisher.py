@@ -2,7 +2,8 @@
 
 The cache never waits on etcd to serve data: records go through a queue that
 keeps only the latest desired value per entry and retries with backoff while
-etcd is away.
+etcd is away. This module owns the record's form: it writes it
+(`entry_record`) and reads every node's back (`read_cluster_entries`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any, Protocol
 from gpufair.common.errors import Unavailable
 from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
+from gpufair.common.state import StateStore
 
-from .status import EntryStatus
+from .status import EntryState, EntryStatus
 
 logger = logging.getLogger(__name__)
 
@@ -23,10 +25,34 @@ Record = dict[str, Any]
 
 
 def entry_record(s: EntryStatus, node: str) -> Record:
-    """The JSON mirrored at `Keys.cache_entry(node, id)` (scheduler and admin CLI read it)."""
+    """The JSON mirrored at `Keys.cache_entry(node, id)` (ListClusterEntries reads it)."""
     return {"uri": s.uri, "entry_id": s.entry_id, "node": node, "state": s.state.value, "path": s.path,
             "size": s.size_bytes, "last_use": s.last_use, "pin_owners": list(s.pin_owners),
             "verified": s.verified, "reason": s.reason}
+
+
+def entry_from_record(rec: Record) -> EntryStatus:
+    """The status an `entry_record` describes (ValueError/KeyError/TypeError if it is not one)."""
+    owners = rec.get("pin_owners") or []
+    return EntryStatus(uri=str(rec["uri"]), entry_id=str(rec["entry_id"]), state=EntryState(rec["state"]),
+                       path=rec.get("path") or None, size_bytes=int(rec.get("size") or 0),
+                       last_use=float(rec.get("last_use") or 0.0), pin_owners=tuple(str(o) for o in owners),
+                       reason=str(rec.get("reason") or ""), verified=str(rec.get("verified") or ""))
+
+
+async def read_cluster_entries(state: StateStore, keys: Keys) -> list[tuple[str, EntryStatus]]:
+    """(node, status) of every node's mirrored entries, by node then URI; malformed records are skipped."""
+    values, _ = await state.get_prefix(keys.cache_prefix())
+    out = []
+    for key, stored in values.items():
+        node, _, rest = key[len(keys.cache_prefix()):].partition("/")
+        if not rest.startswith("entries/"):
+            continue  # the node's liveness key
+        try:
+            out.append((node, entry_from_record(stored.value)))
+        except (KeyError, TypeError, ValueError):
+            logger.warning("cache record %s is malformed; skipped", key)
+    return sorted(out, key=lambda pair: (pair[0], pair[1].uri))
 
 
 class EntryPublisher(Protocol):

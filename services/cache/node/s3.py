@@ -20,11 +20,11 @@ from minio import Minio
 from minio.error import InvalidResponseError, S3Error, ServerError
 
 from gpufair.common.errors import FailedPrecondition, GpufairError, InvalidArgument, NotFound, Unavailable
+from gpufair.common.uris import DatasetUri
 
 from .config import NodeCacheConfig
 from .errors import IntegrityError, ObjectChanged
 from .status import Manifest, ObjectSpec
-from .uris import DatasetUri
 
 logger = logging.getLogger(__name__)
 

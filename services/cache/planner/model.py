@@ -36,8 +36,13 @@ class Step:
 
     def history_key(self, pipeline: str) -> str:
         """A key for past durations of this step, safe as one etcd key segment."""
-        raw = f"{pipeline}:{self.name.replace('/', '.')}"
-        return (_UNSAFE.sub("_", raw).lstrip("._:@+-") or "step")[:253]
+        return step_history_key(pipeline, self.name)
+
+
+def step_history_key(pipeline: str, step: str) -> str:
+    """The key past durations of `step` in `pipeline` are kept under (one etcd key segment)."""
+    raw = f"{pipeline}:{step.replace('/', '.')}"
+    return (_UNSAFE.sub("_", raw).lstrip("._:@+-") or "step")[:253]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""Recognising dataset URIs and whether the cache can fetch them."""
+"""Recognising dataset URIs in pipeline text and whether the cache can fetch them.
+
+Which schemes the cache fetches is `gpufair.common.uris`' one table; the
+cache's full check of a URI (bucket naming, key segments) runs when a run is
+submitted, and a dataset it refuses is reported in the run and skipped."""
 
 from __future__ import annotations
 
@@ -9,32 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-#: Schemes the node cache pulls itself (through its S3/MinIO client).
-FETCHABLE_SCHEMES = frozenset({"s3", "s3a", "s3n", "minio"})
-
-#: Storage schemes we recognise but cannot fetch, and why.
-UNFETCHABLE_REASONS = {
-    "gs": "Google Cloud Storage: not reachable through the cache's S3 client",
-    "gcs": "Google Cloud Storage: not reachable through the cache's S3 client",
-    "http": "plain HTTP download: not an object store the cache manages",
-    "https": "HTTPS download: not an object store the cache manages",
-    "hdfs": "HDFS: not an object store the cache manages",
-    "webhdfs": "HDFS: not an object store the cache manages",
-    "abfs": "Azure storage: not reachable through the cache's S3 client",
-    "abfss": "Azure storage: not reachable through the cache's S3 client",
-    "az": "Azure storage: not reachable through the cache's S3 client",
-    "azure": "Azure storage: not reachable through the cache's S3 client",
-    "wasb": "Azure storage: not reachable through the cache's S3 client",
-    "wasbs": "Azure storage: not reachable through the cache's S3 client",
-    "oss": "Alibaba OSS: not configured as an S3 endpoint of the cache",
-    "cos": "IBM COS: not configured as an S3 endpoint of the cache",
-    "file": "a local file path on the pod: nothing to fetch",
-    "pvc": "a PersistentVolumeClaim mount: the data already lives on a volume",
-    "git": "a git repository, not a dataset in object storage",
-    "ftp": "FTP download: not an object store the cache manages",
-    "nfs": "an NFS volume mount: the data already lives on a volume",
-    "azurefile": "an Azure Files volume mount: the data already lives on a volume",
-}
+from gpufair.common.uris import FETCHABLE_SCHEMES, UNFETCHABLE_REASONS
 
 # Object-store schemes worth picking out of free text (args, env, scripts).
 # http(s) is left out on purpose: commands are full of pip/index URLs.

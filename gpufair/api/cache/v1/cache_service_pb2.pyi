@@ -212,3 +212,31 @@ class GetPlanResponse(_message.Message):
     PLAN_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+
+class RecordStepDurationRequest(_message.Message):
+    __slots__ = ("pipeline", "step", "seconds")
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    pipeline: str
+    step: str
+    seconds: float
+    def __init__(self, pipeline: _Optional[str] = ..., step: _Optional[str] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class RecordStepDurationResponse(_message.Message):
+    __slots__ = ("step_key", "seconds")
+    STEP_KEY_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    step_key: str
+    seconds: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, step_key: _Optional[str] = ..., seconds: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class ListClusterEntriesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListClusterEntriesResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[Entry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ...) -> None: ...

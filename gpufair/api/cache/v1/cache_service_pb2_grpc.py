@@ -72,6 +72,16 @@ class CacheServiceStub:
                 request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.SerializeToString,
                 response_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.FromString,
                 _registered_method=True)
+        self.RecordStepDuration = channel.unary_unary(
+                '/gpufair.cache.v1.CacheService/RecordStepDuration',
+                request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationRequest.SerializeToString,
+                response_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationResponse.FromString,
+                _registered_method=True)
+        self.ListClusterEntries = channel.unary_unary(
+                '/gpufair.cache.v1.CacheService/ListClusterEntries',
+                request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesRequest.SerializeToString,
+                response_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesResponse.FromString,
+                _registered_method=True)
 
 
 class CacheServiceServicer:
@@ -129,6 +139,22 @@ class CacheServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordStepDuration(self, request, context):
+        """RecordStepDuration stores one observed duration of a pipeline step; the
+        planner predicts step starts from the median of the recent ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListClusterEntries(self, request, context):
+        """ListClusterEntries lists the cached datasets of every node, as each
+        node's cache service mirrors them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CacheServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +192,16 @@ def add_CacheServiceServicer_to_server(servicer, server):
                     servicer.GetPlan,
                     request_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.FromString,
                     response_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.SerializeToString,
+            ),
+            'RecordStepDuration': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordStepDuration,
+                    request_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationRequest.FromString,
+                    response_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationResponse.SerializeToString,
+            ),
+            'ListClusterEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClusterEntries,
+                    request_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesRequest.FromString,
+                    response_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -359,6 +395,60 @@ class CacheService:
             '/gpufair.cache.v1.CacheService/GetPlan',
             gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.SerializeToString,
             gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordStepDuration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.cache.v1.CacheService/RecordStepDuration',
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationRequest.SerializeToString,
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClusterEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.cache.v1.CacheService/ListClusterEntries',
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesRequest.SerializeToString,
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListClusterEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -275,3 +275,93 @@ class ExplainDecisionResponse(_message.Message):
     DECISION_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ...) -> None: ...
+
+class ProfileMeasurement(_message.Message):
+    __slots__ = ("model", "device_type", "devices", "batch", "samples_per_s", "step_s", "step_s_p10", "step_s_p90", "peak_mem_bytes", "scaling_eff", "gpu_util_pct")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STEP_S_FIELD_NUMBER: _ClassVar[int]
+    STEP_S_P10_FIELD_NUMBER: _ClassVar[int]
+    STEP_S_P90_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEM_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SCALING_EFF_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_PCT_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    device_type: str
+    devices: int
+    batch: int
+    samples_per_s: float
+    step_s: float
+    step_s_p10: float
+    step_s_p90: float
+    peak_mem_bytes: int
+    scaling_eff: float
+    gpu_util_pct: float
+    def __init__(self, model: _Optional[str] = ..., device_type: _Optional[str] = ..., devices: _Optional[int] = ..., batch: _Optional[int] = ..., samples_per_s: _Optional[float] = ..., step_s: _Optional[float] = ..., step_s_p10: _Optional[float] = ..., step_s_p90: _Optional[float] = ..., peak_mem_bytes: _Optional[int] = ..., scaling_eff: _Optional[float] = ..., gpu_util_pct: _Optional[float] = ...) -> None: ...
+
+class StepTimeFit(_message.Message):
+    __slots__ = ("a_s", "c_s")
+    A_S_FIELD_NUMBER: _ClassVar[int]
+    C_S_FIELD_NUMBER: _ClassVar[int]
+    a_s: float
+    c_s: float
+    def __init__(self, a_s: _Optional[float] = ..., c_s: _Optional[float] = ...) -> None: ...
+
+class Profile(_message.Message):
+    __slots__ = ("model", "device_type", "image_size", "measurements", "fit", "fit_devices", "created_unix", "torch_version")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MEASUREMENTS_FIELD_NUMBER: _ClassVar[int]
+    FIT_FIELD_NUMBER: _ClassVar[int]
+    FIT_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    TORCH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    device_type: str
+    image_size: int
+    measurements: _containers.RepeatedCompositeFieldContainer[ProfileMeasurement]
+    fit: StepTimeFit
+    fit_devices: int
+    created_unix: float
+    torch_version: str
+    def __init__(self, model: _Optional[str] = ..., device_type: _Optional[str] = ..., image_size: _Optional[int] = ..., measurements: _Optional[_Iterable[_Union[ProfileMeasurement, _Mapping]]] = ..., fit: _Optional[_Union[StepTimeFit, _Mapping]] = ..., fit_devices: _Optional[int] = ..., created_unix: _Optional[float] = ..., torch_version: _Optional[str] = ...) -> None: ...
+
+class PutProfileRequest(_message.Message):
+    __slots__ = ("profile",)
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    profile: Profile
+    def __init__(self, profile: _Optional[_Union[Profile, _Mapping]] = ...) -> None: ...
+
+class PutProfileResponse(_message.Message):
+    __slots__ = ("replaced",)
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    replaced: bool
+    def __init__(self, replaced: _Optional[bool] = ...) -> None: ...
+
+class GetProfileRequest(_message.Message):
+    __slots__ = ("model", "device_type")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    device_type: str
+    def __init__(self, model: _Optional[str] = ..., device_type: _Optional[str] = ...) -> None: ...
+
+class GetProfileResponse(_message.Message):
+    __slots__ = ("profile",)
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    profile: Profile
+    def __init__(self, profile: _Optional[_Union[Profile, _Mapping]] = ...) -> None: ...
+
+class ListProfilesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListProfilesResponse(_message.Message):
+    __slots__ = ("profiles",)
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    profiles: _containers.RepeatedCompositeFieldContainer[Profile]
+    def __init__(self, profiles: _Optional[_Iterable[_Union[Profile, _Mapping]]] = ...) -> None: ...

@@ -87,6 +87,21 @@ class SchedulerServiceStub:
                 request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionRequest.SerializeToString,
                 response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionResponse.FromString,
                 _registered_method=True)
+        self.PutProfile = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/PutProfile',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileResponse.FromString,
+                _registered_method=True)
+        self.GetProfile = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/GetProfile',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileResponse.FromString,
+                _registered_method=True)
+        self.ListProfiles = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/ListProfiles',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -165,6 +180,28 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutProfile(self, request, context):
+        """PutProfile stores a model's measured exclusive speed on one device type
+        (what `gpufair profile --store` measured); it replaces an earlier one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProfile(self, request, context):
+        """GetProfile returns the stored profile of a model on a device type.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProfiles(self, request, context):
+        """ListProfiles lists every stored profile.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +254,21 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ExplainDecision,
                     request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionRequest.FromString,
                     response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionResponse.SerializeToString,
+            ),
+            'PutProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutProfile,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileResponse.SerializeToString,
+            ),
+            'GetProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProfile,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileResponse.SerializeToString,
+            ),
+            'ListProfiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProfiles,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -491,6 +543,87 @@ class SchedulerService:
             '/gpufair.scheduler.v1.SchedulerService/ExplainDecision',
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionRequest.SerializeToString,
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ExplainDecisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/PutProfile',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PutProfileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/GetProfile',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetProfileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProfiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/ListProfiles',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

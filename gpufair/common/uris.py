@@ -1,17 +1,50 @@
-"""Dataset URIs: parsing, validation, stable entry ids and safe local paths."""
+"""Dataset URIs: which schemes the cache fetches, parsing, validation, entry ids.
+
+The one table of fetchable and known-unfetchable schemes. The node cache, the
+pipeline planner and the trainer's dataset helper all decide with it, so a
+URI the planner calls fetchable is one the cache accepts (pure: no I/O).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from gpufair.cache.paths import safe_join
 from gpufair.common.errors import FailedPrecondition, InvalidArgument
 
-FETCHABLE_SCHEMES = ("s3", "s3a", "minio")
-_KNOWN_UNFETCHABLE = ("gs", "gcs", "az", "abfs", "abfss", "wasb", "wasbs", "hdfs", "http", "https", "file", "oss")
+#: Schemes the node cache pulls itself, through its S3/MinIO client (s3a and
+#: s3n are Hadoop's names for the same objects).
+FETCHABLE_SCHEMES = frozenset({"s3", "s3a", "s3n", "minio"})
+
+_S3_CLIENT = "not reachable through the cache's S3 client"
+_NOT_A_STORE = "not an object store the cache manages"
+_ON_A_VOLUME = "the data already lives on a volume"
+
+#: Storage schemes we recognise but cannot fetch, and why.
+UNFETCHABLE_REASONS = {
+    "gs": f"Google Cloud Storage: {_S3_CLIENT}",
+    "gcs": f"Google Cloud Storage: {_S3_CLIENT}",
+    "http": f"plain HTTP download: {_NOT_A_STORE}",
+    "https": f"HTTPS download: {_NOT_A_STORE}",
+    "hdfs": f"HDFS: {_NOT_A_STORE}",
+    "webhdfs": f"HDFS: {_NOT_A_STORE}",
+    "abfs": f"Azure storage: {_S3_CLIENT}",
+    "abfss": f"Azure storage: {_S3_CLIENT}",
+    "az": f"Azure storage: {_S3_CLIENT}",
+    "azure": f"Azure storage: {_S3_CLIENT}",
+    "wasb": f"Azure storage: {_S3_CLIENT}",
+    "wasbs": f"Azure storage: {_S3_CLIENT}",
+    "oss": "Alibaba OSS: not configured as an S3 endpoint of the cache",
+    "cos": "IBM COS: not configured as an S3 endpoint of the cache",
+    "file": "a local file path on the pod: nothing to fetch",
+    "pvc": f"a PersistentVolumeClaim mount: {_ON_A_VOLUME}",
+    "git": "a git repository, not a dataset in object storage",
+    "ftp": f"FTP download: {_NOT_A_STORE}",
+    "nfs": f"an NFS volume mount: {_ON_A_VOLUME}",
+    "azurefile": f"an Azure Files volume mount: {_ON_A_VOLUME}",
+}
+
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 # S3 bucket naming rules (lower case, 3-63 chars, no leading/trailing dot or dash).
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -32,7 +65,7 @@ class DatasetUri:
 
     @property
     def canonical(self) -> str:
-        """The URI with `minio://` and `s3a://` folded into `s3://` (same bytes, same cache entry)."""
+        """The URI with `minio://`, `s3a://` and `s3n://` folded into `s3://` (same bytes, same cache entry)."""
         return f"s3://{self.bucket}/{self.key}"
 
     @property
@@ -46,10 +79,10 @@ def entry_id_for(canonical_uri: str) -> str:
 
 
 def parse_dataset_uri(uri: str) -> DatasetUri:
-    """Parse `s3://bucket/key`, `s3://bucket/prefix/` or `minio://...`.
+    """Parse `s3://bucket/key`, `s3://bucket/prefix/` or `minio://...` (also s3a, s3n).
 
     Raises InvalidArgument for malformed URIs and FailedPrecondition for
-    well-formed URIs of stores this service cannot fetch from (gs://, ...).
+    well-formed URIs of stores the cache cannot fetch from (gs://, ...).
     """
     if not isinstance(uri, str) or not uri:
         raise InvalidArgument("dataset uri is empty")
@@ -62,8 +95,9 @@ def parse_dataset_uri(uri: str) -> DatasetUri:
         raise InvalidArgument(f"dataset uri {uri!r} has no scheme: expected s3://bucket/key or minio://bucket/key")
     scheme = m.group("scheme").lower()
     if scheme not in FETCHABLE_SCHEMES:
-        if scheme in _KNOWN_UNFETCHABLE:
-            raise FailedPrecondition(f"cannot fetch {scheme}:// here: the node cache reads s3:// and minio:// only")
+        if scheme in UNFETCHABLE_REASONS:
+            raise FailedPrecondition(f"cannot fetch {scheme}:// here ({UNFETCHABLE_REASONS[scheme]}): "
+                                     "the node cache reads s3:// and minio:// only")
         raise InvalidArgument(f"dataset uri {uri!r} has unknown scheme {scheme!r}: expected s3:// or minio://")
     bucket, _, key = m.group("rest").partition("/")
     if not _BUCKET.match(bucket) or ".." in bucket:
@@ -79,8 +113,3 @@ def _check_key(uri: str, key: str) -> None:
     body = parts[:-1] if key.endswith("/") else parts
     if key and any(p in ("", ".", "..") for p in body):
         raise InvalidArgument(f"dataset uri {uri!r}: the key has an empty, '.' or '..' path segment")
-
-
-def safe_relpath(root: Path, rel: str) -> Path:
-    """`root / rel` for an object key relative to its dataset; see `gpufair.cache.paths.safe_join`."""
-    return safe_join(root, rel)

@@ -1,0 +1,185 @@
+"""Every environment variable gpufair reads: one declaration each (name, default,
+reader, doc), read once where a process starts (pure: nothing is read at import).
+
+The README's configuration table is generated from `VARS`
+(`python scripts/gen_env_doc.py`; a test fails when it drifts). Rules that hold
+for every variable: an empty value means unset (the default applies); a
+variable marked `secret` may instead name a file with `NAME_FILE` (Kubernetes
+and compose secrets), which wins; a flag is true for 1/true/yes/on and false
+for 0/false/no/off, and anything else is an error naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+Env = Mapping[str, str]
+
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def text(name: str, raw: str) -> str:
+    return raw
+
+
+def flag(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    raise ValueError(f"{name}={raw!r} is not a boolean: use true/false, 1/0, yes/no or on/off")
+
+
+def integer(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def number(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+
+
+def optional_integer(name: str, raw: str) -> int | None:
+    return integer(name, raw) if raw.strip() else None
+
+
+def parse_size(raw: str, what: str = "size") -> int:
+    """Parse `10GiB`, `500MB`, `1048576` into bytes (ValueError naming `what` otherwise)."""
+    m = _SIZE.match(raw)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise ValueError(f"{what} {raw!r} is not a size: use e.g. 1048576, 500MB or 10GiB")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def size(name: str, raw: str) -> int:
+    return parse_size(raw, name)
+
+
+def host_name() -> str:
+    """This machine's short host name (a valid key segment), the default node name."""
+    return socket.gethostname().split(".")[0] or "local"
+
+
+def _emu_dir() -> str:
+    # Shared memory when there is some: the emulated GPUs' lock files then never touch a disk.
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    return os.path.join(base, f"gpufair-emu-{os.getuid()}")
+
+
+@dataclass(frozen=True)
+class Var(Generic[T]):
+    """One environment variable: its name, default, how it is read, and what it means."""
+
+    name: str
+    default: str | Callable[[], str]
+    doc: str
+    parse: Callable[[str, str], T]
+    shown: str = ""  # the default as the docs show it, when it is not the literal default
+    secret: bool = False  # may also be given as a file named by NAME_FILE
+
+    def raw(self, env: Env | None = None) -> str:
+        """The value as text: NAME_FILE's content for secrets, else NAME, else the default."""
+        e = os.environ if env is None else env
+        path = e.get(f"{self.name}_FILE", "") if self.secret else ""
+        if path:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read().strip()
+        value = e.get(self.name, "")
+        if value != "":
+            return value
+        return self.default() if callable(self.default) else self.default
+
+    def read(self, env: Env | None = None) -> T:
+        """The parsed value (ValueError naming the variable if it does not parse)."""
+        return self.parse(self.name, self.raw(env))
+
+    @property
+    def meaning(self) -> str:
+        return f"{self.doc} (or {self.name}_FILE)" if self.secret else self.doc
+
+    @property
+    def default_text(self) -> str:
+        return self.shown or str(self.default)
+
+
+def _v(name: str, default: str | Callable[[], str], doc: str, parse: Callable[[str, str], T] = text,  # type: ignore[assignment]
+       shown: str = "", secret: bool = False) -> Var[T]:
+    return Var(name, default, doc, parse, shown, secret)
+
+
+ETCD = _v("GPUFAIR_ETCD", "127.0.0.1:2379", "etcd endpoint host:port (services only)")
+ETCD_ROOT = _v("GPUFAIR_ETCD_ROOT", "/gpufair", "key prefix for all gpufair state")
+ETCD_USERNAME = _v("GPUFAIR_ETCD_USERNAME", "", "etcd user, when etcd has authentication on", shown="(none)")
+ETCD_PASSWORD = _v("GPUFAIR_ETCD_PASSWORD", "", "etcd password", shown="(none)", secret=True)
+LISTEN = _v("GPUFAIR_LISTEN", "", "address a service binds (port 0 = any free port)",
+            shown="per service: 0.0.0.0:50051/50052/50053")
+METRICS_ADDR = _v("GPUFAIR_METRICS_ADDR", "127.0.0.1:50051", "metrics service address for clients")
+SCHEDULER_ADDR = _v("GPUFAIR_SCHEDULER_ADDR", "127.0.0.1:50052", "scheduler service address for clients")
+CACHE_ADDR = _v("GPUFAIR_CACHE_ADDR", "127.0.0.1:50053", "this node's cache service address for clients")
+S3_ENDPOINT = _v("GPUFAIR_S3_ENDPOINT", "127.0.0.1:9000", "S3/MinIO endpoint host:port")
+S3_ACCESS_KEY = _v("GPUFAIR_S3_ACCESS_KEY", "", "S3 access key", shown="(none)", secret=True)
+S3_SECRET_KEY = _v("GPUFAIR_S3_SECRET_KEY", "", "S3 secret key", shown="(none)", secret=True)
+S3_SECURE = _v("GPUFAIR_S3_SECURE", "false", "use https to reach S3", flag)
+NODE = _v("GPUFAIR_NODE", host_name, "node name reported by trainers and the cache", shown="the host name")
+CACHE_DIR = _v("GPUFAIR_CACHE_DIR", "/var/cache/gpufair", "cache service: node-local cache directory")
+CACHE_CAPACITY = _v("GPUFAIR_CACHE_CAPACITY", "10GiB", "cache service: byte capacity (suffixes KiB, MiB, GiB)", size)
+CACHE_PART_SIZE = _v("GPUFAIR_CACHE_PART_SIZE", "8MiB", "cache service: ranged-GET part size for large objects", size)
+CACHE_CONCURRENCY = _v("GPUFAIR_CACHE_CONCURRENCY", "8", "cache service: parts in flight at once", integer)
+CACHE_ACTIVE_FETCHES = _v("GPUFAIR_CACHE_ACTIVE_FETCHES", "4", "cache service: datasets fetched at once", integer)
+CACHE_RETRIES = _v("GPUFAIR_CACHE_RETRIES", "2", "cache service: retries of a failed or changed fetch", integer)
+POLICY = _v("GPUFAIR_POLICY", "sd-maxmin", "scheduler: initial policy when none is stored in etcd")
+PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", number)
+MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting", number)
+LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire", integer)
+LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level")
+PROMETHEUS_PORT = _v("GPUFAIR_PROMETHEUS_PORT", "", "serve Prometheus metrics on this port (0 = any free port)",
+                     optional_integer, shown="(off)")
+OTLP_ENDPOINT = _v("OTEL_EXPORTER_OTLP_ENDPOINT", "", "send traces and metrics over OTLP/gRPC to this collector", shown="(off)")
+TLS_CERT = _v("GPUFAIR_TLS_CERT", "", "PEM certificate: serve TLS on every service port", shown="(off)")
+TLS_KEY = _v("GPUFAIR_TLS_KEY", "", "PEM private key for GPUFAIR_TLS_CERT", shown="(off)")
+TLS_CLIENT_CA = _v("GPUFAIR_TLS_CLIENT_CA", "", "PEM CA: require client certificates (mutual TLS)", shown="(off)")
+TLS_CA = _v("GPUFAIR_TLS_CA", "", "clients: PEM CA to verify servers", shown="(system)")
+ADMIN_TOKEN = _v("GPUFAIR_ADMIN_TOKEN", "", "bearer token for admin and mutating RPCs", shown="(off)", secret=True)
+JOB_TOKEN_SECRET = _v("GPUFAIR_JOB_TOKEN_SECRET", "", "secret that signs per-job tokens",
+                      shown="(derived from admin token)", secret=True)
+OPEN_READS = _v("GPUFAIR_OPEN_READS", "true", "allow read-only queries without a token", flag)
+JOB_TOKEN = _v("GPUFAIR_JOB_TOKEN", "", "trainers: the job token from RegisterJob", shown="(none)", secret=True)
+TLS = _v("GPUFAIR_TLS", "false", "trainers and CLI: use TLS with the system CAs", flag)
+TLS_CLIENT_CERT = _v("GPUFAIR_TLS_CLIENT_CERT", "", "trainers: PEM client certificate for mutual TLS", shown="(off)")
+TLS_CLIENT_KEY = _v("GPUFAIR_TLS_CLIENT_KEY", "", "trainers: PEM key of GPUFAIR_TLS_CLIENT_CERT", shown="(off)")
+DISABLE = _v("GPUFAIR_DISABLE", "false", "trainers: no remote calls at all (plain DDP behaviour)", flag)
+FALLBACK_DIR = _v("GPUFAIR_FALLBACK_DIR", tempfile.gettempdir, "trainers: where datasets go when no cache service answers",
+                  shown="the temp dir")
+EMU_GPUS = _v("GPUFAIR_EMU_GPUS", "1", "emulated GPUs: a count like 4 or relative speeds like 1,1,0.5")
+EMU_DIR = _v("GPUFAIR_EMU_DIR", _emu_dir, "emulated GPUs: shared lock directory", shown="/dev/shm/gpufair-emu-<uid>")
+
+#: Every variable, in the order the README lists them.
+VARS: tuple[Var, ...] = (
+    ETCD, ETCD_ROOT, ETCD_USERNAME, ETCD_PASSWORD, LISTEN, METRICS_ADDR, SCHEDULER_ADDR, CACHE_ADDR, S3_ENDPOINT,
+    S3_ACCESS_KEY, S3_SECRET_KEY, S3_SECURE, NODE, CACHE_DIR, CACHE_CAPACITY, CACHE_PART_SIZE, CACHE_CONCURRENCY,
+    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
+    OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS, JOB_TOKEN,
+    TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
+)
+
+
+def markdown_table() -> str:
+    """The README's configuration table, from `VARS`."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {v.default_text} | {v.meaning} |" for v in VARS]
+    return "\n".join(rows) + "\n"
