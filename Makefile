@@ -35,12 +35,14 @@ test: setup check-gen lint
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-## gen: regenerate gpufair/api from protos/
+## gen: regenerate gpufair/api from protos/ and the README's configuration table from gpufair/common/env.py
 gen: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_env_doc.py
 
 check-gen: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_env_doc.py --check
 
 lint: node_modules/.installed
 	@if [ -x node_modules/.bin/buf ]; then node_modules/.bin/buf lint && node_modules/.bin/buf format --diff --exit-code && echo "buf lint + format: clean"; \

@@ -26,9 +26,9 @@ import grpc
 from gpufair.common.config import EtcdAuth
 from gpufair.common.errors import Unavailable
 from gpufair.common.state import Json, StaleVersion, StateStore, Stored, Watch, WatchEvent
+from gpufair.common.tasks import stop_task
 
-__all__ = ["EtcdState", "Json", "StaleVersion", "StateStore", "Stored", "Watch", "WatchEvent", "cancel_watch",
-           "parse_endpoint", "stop_task"]
+__all__ = ["EtcdState", "Json", "StaleVersion", "StateStore", "Stored", "Watch", "WatchEvent", "parse_endpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -294,23 +294,3 @@ class _EtcdWatch:
 
     async def cancel(self) -> None:
         await self._watch.cancel()
-
-
-async def cancel_watch(watch: Any, timeout: float = 2.0) -> None:
-    """Cancel a watch without ever hanging: aetcd's cancel waits on its watcher's
-    stream, which may be stuck when etcd went away or the task is being cancelled."""
-    try:
-        await asyncio.wait_for(watch.cancel(), timeout)
-    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - best effort; the stream dies with the client
-        logger.debug("watch cancel did not complete", exc_info=True)
-
-
-async def stop_task(task: "asyncio.Task[Any] | None", timeout: float = 5.0) -> None:
-    """Cancel a background task and wait for it, but never forever."""
-    if task is None:
-        return
-    task.cancel()
-    try:
-        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout)
-    except asyncio.TimeoutError:
-        logger.warning("task %s did not stop within %.0fs", task.get_name(), timeout)

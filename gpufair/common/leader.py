@@ -12,7 +12,7 @@ import logging
 import time
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import cancel_watch, stop_task
+from gpufair.common.tasks import cancel_watch, stop_task
 from gpufair.common.state import StateStore
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gpufair.common.config import CommonConfig
-from gpufair.common.etcd import stop_task
+from gpufair.common.tasks import stop_task
 from gpufair.common.interceptors import ErrorInterceptor
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import cancel_watch, stop_task
+from gpufair.common.tasks import cancel_watch, stop_task
 from gpufair.common.state import Json, StateStore
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.etcd import stop_task
+from gpufair.common.tasks import stop_task
 from gpufair.common.keys import Keys
 from gpufair.common.state import StaleVersion, StateStore
 from gpufair.scheduler.decisions import DecisionRecord, JobDecisionRecord

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.common.errors import InvalidArgument, NotFound
-from gpufair.common.etcd import Json, StateStore
+from gpufair.common.state import Json, StateStore
 from gpufair.common.keys import Keys
 from gpufair.common.steptime import StepTimeModel
 from gpufair.scheduler.snapshot import Profiles

@@ -11,7 +11,9 @@ error, which is how the tests prove every overlay patch applies.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +189,52 @@ def load_module(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up here
     spec.loader.exec_module(module)
     return module
+
+
+# ---- Which programs open etcd (read from the code) ---------------------------------
+
+ENTRYPOINT_SCRIPT = DEPLOY / "docker" / "entrypoint.py"
+BOOTSTRAP_SCRIPT = K8S / "base" / "etcd_auth_init.py"
+# What each program the images run imports before it does anything: a service's
+# __main__, the admin CLI with every command registered, the trainer library.
+_PROGRAM_CODE = {
+    "cli": "from gpufair.client.cli.main import build_parser; build_parser()",
+    "trainer": "import gpufair.client, gpufair.client.init, gpufair.client.training, gpufair.client.datasets",
+    "etcd-bootstrap": f"import runpy; runpy.run_path({str(BOOTSTRAP_SCRIPT)!r}, run_name='not_main')",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def opens_etcd(program: str) -> bool:
+    """Whether `program` ("metrics", "scheduler", "cache", "cli", "trainer" or
+    "etcd-bootstrap") loads an etcd client: a fresh interpreter imports its code
+    and reports whether the etcd client library (aetcd) was loaded."""
+    services = load_module(ENTRYPOINT_SCRIPT, "gpufair_deploy_entrypoint_support").SERVICES
+    code = f"import {services[program]}.__main__" if program in services else _PROGRAM_CODE[program]
+    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print('aetcd' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1] == "True"
+
+
+def program_of(c: Obj) -> str | None:
+    """Which gpufair program a container (k8s or compose) runs; None for other images and one-off commands."""
+    image = image_name(str(c.get("image", "")))
+    argv = [str(a) for a in (c.get("entrypoint") or []) + (c.get("command") or []) + (c.get("args") or [])]
+    if any(a.endswith(BOOTSTRAP_SCRIPT.name) for a in argv):
+        return "etcd-bootstrap"
+    if image not in ("gpufair", "gpufair-trainer"):
+        return None
+    services = load_module(ENTRYPOINT_SCRIPT, "gpufair_deploy_entrypoint_support").SERVICES
+    if argv and argv[0] in services:
+        return argv[0]
+    if "gpufair" in argv or (c.get("entrypoint") and "gpufair" in c["entrypoint"]):
+        return "cli"
+    if "torchrun" in argv or image == "gpufair-trainer":
+        return "trainer"
+    return None
+
+
+def image_name(image: str) -> str:
+    """`gpufair` of `registry/gpufair/gpufair:0.1.0@sha256:..` or compose's `${GPUFAIR_IMAGE:-gpufair:0.1.0}`."""
+    return image.split(":-")[-1].rstrip("}").rsplit("/", 1)[-1].split("@")[0].split(":")[0]

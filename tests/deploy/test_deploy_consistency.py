@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from deploy_support import COMPOSE, DEPLOY, K8S, REPO, build, containers, load_all, load_module
+from deploy_support import (COMPOSE, DEPLOY, K8S, REPO, build, containers, load_all, load_module, opens_etcd, pod_spec,
+                            program_of)
 from gpufair.common.config import ENV_DOC
 
 ENTRYPOINT = load_module(DEPLOY / "docker" / "entrypoint.py", "gpufair_deploy_entrypoint")
@@ -194,3 +195,35 @@ def test_dockerfile_copies_exist_and_pass_dockerignore() -> None:
         for src in sources:
             assert (REPO / src).exists(), src
             assert any(src == a or src.startswith(a + "/") for a in allowed), f"{src} is excluded by .dockerignore"
+
+
+# ---- etcd: only what opens it may reach it ------------------------------------
+
+def test_only_services_and_the_bootstrap_open_etcd() -> None:
+    # Read from the code: the CLI and the trainer library speak only gRPC.
+    assert {p for p in ("metrics", "scheduler", "cache", "cli", "trainer", "etcd-bootstrap") if opens_etcd(p)} == \
+        {"scheduler", "cache", "etcd-bootstrap"}
+
+
+@pytest.mark.parametrize("target", ["base", "overlays/example"])
+def test_every_k8s_component_that_opens_etcd_is_labelled_for_it_and_no_other(target: str) -> None:
+    seen = set()
+    for o in build(K8S / target):
+        if pod_spec(o) is None:
+            continue
+        programs = {program_of(c) for c in containers(o, init=False)} - {None}
+        if not programs:
+            continue
+        labelled = o["spec"]["template"]["metadata"]["labels"].get("gpufair.io/etcd-client") == "true"
+        assert labelled == any(opens_etcd(p) for p in programs), (o["metadata"]["name"], programs)
+        seen |= programs
+    assert {"metrics", "scheduler", "cache", "trainer", "etcd-bootstrap"} <= seen
+
+
+def test_every_compose_service_that_opens_etcd_gets_its_login_and_no_other() -> None:
+    for name, svc in _compose()["services"].items():
+        program = program_of(svc)
+        if program is None:
+            continue
+        has_login = "GPUFAIR_ETCD_USERNAME" in svc.get("environment", {})
+        assert has_login == opens_etcd(program), (name, program)

@@ -8,14 +8,13 @@ it against a real etcd, so a wrong path, key or prefix fails here.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deploy_support import COMPOSE, DEPLOY, K8S, build, containers, key, load_all, load_module, pod_spec
+from deploy_support import COMPOSE, DEPLOY, K8S, build, containers, key, load_all, load_module, opens_etcd, pod_spec
 from gpufair.common.config import CommonConfig, EtcdAuth
 from gpufair.common.etcd import EtcdState
 from gpufair.common.keys import Keys
@@ -27,15 +26,8 @@ Obj = dict[str, Any]
 
 
 def etcd_services() -> set[str]:
-    """gpufair services whose code opens an etcd client (read from the source, not assumed)."""
-    out = set()
-    for service, module in ENTRYPOINT.SERVICES.items():
-        spec = importlib.util.find_spec(module)
-        assert spec and spec.submodule_search_locations, module
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        if any("EtcdState(" in p.read_text(encoding="utf-8") for p in folder.rglob("*.py")):
-            out.add(service)
-    return out
+    """gpufair services whose code opens an etcd client (read from the code, not assumed)."""
+    return {service for service in ENTRYPOINT.SERVICES if opens_etcd(service)}
 
 
 def test_the_services_that_use_etcd_are_known() -> None:
@@ -137,14 +129,14 @@ def compose() -> Obj:
 
 def test_compose_etcd_clients_get_the_user_and_a_mounted_password_file(compose: Obj) -> None:
     services = compose["services"]
-    for name in etcd_services() | {"cli", "etcd-init"}:
+    for name in etcd_services() | {"etcd-init"}:
         env, secrets = services[name]["environment"], services[name]["secrets"]
         assert "GPUFAIR_ETCD_PASSWORD" not in env, name
         assert env["GPUFAIR_ETCD_USERNAME"] == "gpufair", name
         secret = env["GPUFAIR_ETCD_PASSWORD_FILE"].removeprefix("/run/secrets/")
         assert secret in secrets and (COMPOSE.parent / compose["secrets"][secret]["file"]).is_file(), name
     for name, svc in services.items():
-        if name not in etcd_services() | {"cli", "etcd-init"}:
+        if name not in etcd_services() | {"etcd-init"}:
             assert "etcd_gpufair_password" not in svc.get("secrets", []), f"{name} needs no etcd login"
         if name != "etcd-init":
             assert "etcd_root_password" not in svc.get("secrets", []), name
