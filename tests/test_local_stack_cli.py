@@ -29,8 +29,10 @@ def test_local_stack_serves_and_stops_on_ctrl_c(tmp_path) -> None:
                 break
         for name in ("GPUFAIR_METRICS_ADDR", "GPUFAIR_SCHEDULER_ADDR", "GPUFAIR_CACHE_ADDR"):
             with grpc.insecure_channel(exports[name]) as ch:
-                status = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=30).status
-                assert status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)
+                # Every service of the stack becomes SERVING: its etcd (and S3) answer.
+                watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=60)
+                assert next(r.status for r in watch if r.status == health_pb2.HealthCheckResponse.SERVING), name
+                watch.cancel()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         for name in ("GPUFAIR_METRICS_ADDR", "GPUFAIR_SCHEDULER_ADDR"):

@@ -145,12 +145,15 @@ class EtcdState:
         res = await self._call(self._client.put, key.encode(), _encode(value))
         return int(res.header.revision)
 
-    async def delete(self, key: str) -> bool:
+    async def delete(self, key: str) -> int:
+        """Delete `key`: the revision of the delete, 0 if there was nothing to delete."""
         res = await self._call(self._client.delete, key.encode())
-        return res is not None
+        return 0 if res is None else int(res.header.revision)
 
-    async def delete_prefix(self, prefix: str) -> None:
-        await self._call(self._client.delete_prefix, prefix.encode())
+    async def delete_prefix(self, prefix: str) -> int:
+        """Delete every key under `prefix`: the revision of the delete, 0 if there was nothing to delete."""
+        res = await self._call(self._client.delete_prefix, prefix.encode())
+        return int(res.header.revision) if res.deleted else 0
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, Stored], int]:
         """All values under a prefix and the revision they were read at."""
@@ -233,7 +236,7 @@ class EtcdState:
         (a newer owner's key, written since, is left alone). True if deleted."""
         if value is None:
             self._live.pop(key, None)
-            return await self.delete(key)
+            return bool(await self.delete(key))
         if self._live.get(key) == _encode(value):
             self._live.pop(key)
         return await self.delete_if(key, value=value)

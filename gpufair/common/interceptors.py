@@ -7,6 +7,7 @@ with a generic message and an incident id; the traceback goes to the log only.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,4 +79,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        return rebuild(handler, lambda behavior, _req, stream: (_wrap_stream if stream else _wrap_unary)(behavior, method))
+        # A streaming handler is an async generator, or a coroutine that writes with
+        # context.write (grpc_health's Watch): that one is wrapped like a unary call.
+        return rebuild(handler, lambda behavior, _req, stream: (
+            _wrap_stream if stream and inspect.isasyncgenfunction(behavior) else _wrap_unary)(behavior, method))

@@ -28,6 +28,8 @@ class LeaderElection:
         self._retry_s = retry_s
         self._leader = asyncio.Event()
         self._held_revision = 0  # the leader key's mod revision while this replica holds it
+        self._seen = asyncio.Event()  # set once a campaign has read who leads
+        self.seen_leader: str | None = None  # the leader the latest campaign read
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -37,6 +39,14 @@ class LeaderElection:
     async def wait_leader(self, timeout: float | None = None) -> bool:
         try:
             await asyncio.wait_for(self._leader.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def wait_campaigned(self, timeout: float | None = None) -> bool:
+        """True once a campaign has read who leads (`seen_leader`)."""
+        try:
+            await asyncio.wait_for(self._seen.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False
@@ -80,11 +90,13 @@ class LeaderElection:
         stored = await self._state.get(self._key)
         if stored is None:
             return  # deleted in between: campaign again at once
-        if stored.value.get("identity") == self.identity:
+        self.seen_leader = str(stored.value.get("identity"))
+        if self.seen_leader == self.identity:
             self._held_revision = stored.mod_revision
             self._leader.set()
         else:
-            self._step_down(f"leader is {stored.value.get('identity')}")
+            self._step_down(f"leader is {self.seen_leader}")
+        self._seen.set()
         # Wait until the key changes (deleted by TTL, or rewritten).
         watch = await self._state.watch_prefix(self._key, stored.mod_revision + 1)
         try:

@@ -56,7 +56,10 @@ class MemoryState:
             self.watches.clear()
 
     def _commit(self, puts: Mapping[str, Json], deletes: list[str], *, leased: bool = False) -> int:
-        """Apply one transaction at a new revision and tell the watches."""
+        """Apply one transaction at a new revision and tell the watches (a no-op leaves the revision, as in etcd)."""
+        deletes = [k for k in deletes if k in self.data]
+        if not puts and not deletes:
+            return self.revision
         self.revision += 1
         self.writes += 1
         for key, value in puts.items():
@@ -97,16 +100,14 @@ class MemoryState:
         self._check()
         return self._commit({key: value}, [])
 
-    async def delete(self, key: str) -> bool:
+    async def delete(self, key: str) -> int:
         self._check()
-        if key not in self.data:
-            return False
-        self._commit({}, [key])
-        return True
+        return self._commit({}, [key]) if key in self.data else 0
 
-    async def delete_prefix(self, prefix: str) -> None:
+    async def delete_prefix(self, prefix: str) -> int:
         self._check()
-        self._commit({}, [k for k in self.data if k.startswith(prefix)])
+        keys = [k for k in self.data if k.startswith(prefix)]
+        return self._commit({}, keys) if keys else 0
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, Stored], int]:
         self._check()
@@ -140,7 +141,7 @@ class MemoryState:
 
     async def delete_live(self, key: str, value: Json | None = None) -> bool:
         if value is None:
-            return await self.delete(key)
+            return bool(await self.delete(key))
         return await self.delete_if(key, value=value)
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> _MemoryWatch:

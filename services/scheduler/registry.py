@@ -78,7 +78,7 @@ class JobRegistry:
         entries = [Split.from_json(v.value) for _, v in sorted(values.items(), reverse=True)]
         return entries[:limit]
 
-    async def _seen(self, revision: int) -> None:
+    async def wait_seen(self, revision: int) -> None:
         """Wait until the local mirror holds the write made at `revision` (reads follow own writes)."""
         if not await self._cache.wait_revision(revision, MIRROR_WAIT_S):
             raise Unavailable(f"this scheduler replica's view of etcd is behind (revision {revision} "
@@ -108,13 +108,16 @@ class JobRegistry:
             except StaleVersion:  # a concurrent registration wrote it first
                 stored_split = await self._state.get(self._keys.job_split(spec.job_id))
                 revision = max(revision, stored_split.mod_revision if stored_split else 0)
-        await self._seen(revision)
+        await self.wait_seen(revision)
         return self.view(spec.job_id)
 
     async def deregister(self, job: str) -> bool:
+        """Remove the job and its history; returns once this replica's mirror has seen it go."""
         existed = await self._state.get(self._keys.job_spec(job)) is not None
-        await self._state.delete_prefix(self._keys.job_prefix(job))
+        revision = await self._state.delete_prefix(self._keys.job_prefix(job))
         await self._state.delete_prefix(self._keys.job_history_prefix(job))
+        if revision:
+            await self.wait_seen(revision)
         return existed
 
     async def write_split(self, job: str, split: Split) -> int:
@@ -137,18 +140,20 @@ class JobRegistry:
             split = Split((current.version if current else 0) + 1, current.apply_step if current else 0, sizes, "manual",
                           "pinned by an operator", time.time())
             try:
-                await self._seen(await self.write_split(job, split))
+                await self.wait_seen(await self.write_split(job, split))
                 return split
             except StaleVersion:
                 continue  # the leader wrote a split in between: take the next version
         raise Unavailable(f"could not issue the pinned split of {job!r}: too many concurrent writes")
 
     async def set_pin(self, job: str, sizes: tuple[int, ...] | None) -> bool:
+        """Pin `sizes` or (None) release; False if there was no pin to release. Returns
+        once this replica's mirror holds the change."""
         key = self._keys.job_pin(job)
-        if sizes is None:
-            return await self._state.delete(key)
-        await self._state.put(key, {"batch_sizes": list(sizes)})
-        return True
+        revision = await self._state.put(key, {"batch_sizes": list(sizes)}) if sizes is not None else await self._state.delete(key)
+        if revision:
+            await self.wait_seen(revision)
+        return bool(revision)
 
     async def join(self, job: str, rank: int, identity: str) -> Json:
         """Mark a rank live (under this replica's lease); returns the value, which `leave` needs."""

@@ -18,10 +18,10 @@ from gpufair.common.keys import Keys
 from gpufair.local.procs import free_port
 
 try:
-    from .test_node_support import KiB, MiB, WrappedS3, config, disk_bytes, new_bucket, payload, put, until, \
+    from .node_support import KiB, MiB, WrappedS3, config, disk_bytes, new_bucket, payload, put, until, \
         visible_entries, hidden_entries
 except ImportError:
-    from test_node_support import KiB, MiB, WrappedS3, config, disk_bytes, new_bucket, payload, put, until, \
+    from node_support import KiB, MiB, WrappedS3, config, disk_bytes, new_bucket, payload, put, until, \
         visible_entries, hidden_entries
 
 

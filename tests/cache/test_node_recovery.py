@@ -15,9 +15,9 @@ from gpufair.cache.node import EntryState, EtcdPublisher, MemoryPublisher, NodeC
 from gpufair.common.keys import Keys
 
 try:
-    from .test_node_support import KiB, config, hidden_entries, new_bucket, payload, put, visible_entries
+    from .node_support import KiB, config, hidden_entries, new_bucket, payload, put, visible_entries
 except ImportError:
-    from test_node_support import KiB, config, hidden_entries, new_bucket, payload, put, visible_entries
+    from node_support import KiB, config, hidden_entries, new_bucket, payload, put, visible_entries
 
 # Runs a fetch in a child process whose GETs after the first two block forever,
 # prints READY once bytes are on disk, and waits to be killed.

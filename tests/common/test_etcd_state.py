@@ -76,8 +76,8 @@ async def test_standby_takes_over_within_lease_ttl_when_leader_dies(etcd_endpoin
         a.start()
         assert await a.wait_leader(5)
         b.start()
-        await asyncio.sleep(0)  # b campaigns and must lose
-        assert not b.is_leader and await b.current_leader() == "replica-a"
+        assert await b.wait_campaigned(5)  # b has campaigned, read the key, and lost
+        assert b.seen_leader == "replica-a" and not b.is_leader and await b.current_leader() == "replica-a"
         # Simulate a crash: stop refreshing the lease without revoking it.
         a_state._keepalive.cancel()  # noqa: SLF001 - a crash as seen by etcd
         a._task.cancel()  # noqa: SLF001

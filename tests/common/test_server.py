@@ -36,29 +36,38 @@ async def _status(channel: grpc.aio.Channel, service: str = "") -> int:
     return (await stub.Check(health_pb2.HealthCheckRequest(service=service))).status
 
 
-async def test_health_is_serving_only_once_etcd_answers(tmp_path) -> None:
+async def test_health_follows_etcd_and_drains(tmp_path) -> None:
     etcd = EtcdServer(workdir=tmp_path, client_port=free_port())
     state = EtcdState(etcd.endpoint, timeout=1)
+    probed_down = asyncio.Event()
+    probes = {"down": 0}
+
+    async def readiness() -> bool:
+        ok = await state.ping()
+        probes["down"] += not ok
+        if probes["down"] >= 3:
+            probed_down.set()
+        return ok
+
     deps = ServerDeps(services=[ServiceBinding(SERVICE, lambda s: mpb_grpc.add_MetricsServiceServicer_to_server(_Exploding(), s))],
-                      readiness=state.ping, readiness_period_s=0.1)
+                      readiness=readiness, readiness_period_s=0.1)
     running = await create_server(CommonConfig(listen="127.0.0.1:0"), deps)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
-            await asyncio.sleep(0.3)  # several probe periods with etcd down
+            watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=SERVICE))
+            assert (await asyncio.wait_for(watch.read(), 5)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+            await asyncio.wait_for(probed_down.wait(), 10)  # the probe ran, saw etcd down, and the status stayed
             assert await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING
-            assert await _status(ch, SERVICE) == health_pb2.HealthCheckResponse.NOT_SERVING
             etcd.start()
-            for _ in range(100):
-                if await _status(ch) == health_pb2.HealthCheckResponse.SERVING:
-                    break
-                await asyncio.sleep(0.1)
-            assert await _status(ch, SERVICE) == health_pb2.HealthCheckResponse.SERVING
+            assert (await asyncio.wait_for(watch.read(), 30)).status == health_pb2.HealthCheckResponse.SERVING
+            assert await _status(ch) == health_pb2.HealthCheckResponse.SERVING  # the overall status too
             etcd.kill()
-            for _ in range(100):
-                if await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING:
-                    break
-                await asyncio.sleep(0.1)
-            assert await _status(ch) == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert (await asyncio.wait_for(watch.read(), 30)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+            etcd.start()
+            assert (await asyncio.wait_for(watch.read(), 30)).status == health_pb2.HealthCheckResponse.SERVING
+            await running.set_serving(False)  # what stop() does first: drain
+            assert (await asyncio.wait_for(watch.read(), 5)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+            watch.cancel()
     finally:
         await running.stop(0)
         await state.close()

@@ -59,6 +59,9 @@ async def test_mutations_need_a_valid_token_and_refusals_change_nothing(schedule
     # A job's token is not an admin token ...
     assert await _code(scheduler.SetPolicy(pb.SetPolicyRequest(policy=pb.PolicyConfig(name="balance")), metadata=_bearer(token_a))) == grpc.StatusCode.PERMISSION_DENIED
     assert await _code(scheduler.PinSplit(pb.PinSplitRequest(job_id="job-a", batch_sizes=[7, 1]), metadata=_bearer(token_a))) == grpc.StatusCode.PERMISSION_DENIED
+    profile = pb.Profile(model="m", device_type="cpu", fit=pb.StepTimeFit(a_s=0.01, c_s=0.001))
+    assert await _code(scheduler.PutProfile(pb.PutProfileRequest(profile=profile), metadata=_bearer(token_a))) == grpc.StatusCode.PERMISSION_DENIED
+    assert await _code(scheduler.GetProfile(pb.GetProfileRequest(model="m", device_type="cpu"))) == grpc.StatusCode.NOT_FOUND  # open read
     # ... and cannot touch another job.
     assert await _code(scheduler.DeregisterJob(pb.DeregisterJobRequest(job_id="job-b"), metadata=_bearer(token_a))) == grpc.StatusCode.PERMISSION_DENIED
 
@@ -136,3 +139,12 @@ async def test_cache_reads_that_spend_s3_credentials_need_a_token(tmp_path, s3_s
             assert entry.uri == "s3://some-bucket/secret.bin"
     finally:
         await node.close()
+
+
+def test_every_rpc_has_an_access_class() -> None:
+    from gpufair.api.cache.v1 import cache_service_pb2 as cpb
+    from gpufair.common.auth import ACCESS
+
+    methods = {f"/{svc.full_name}/{m.name}" for mod in (mpb, pb, cpb) for svc in mod.DESCRIPTOR.services_by_name.values()
+               for m in svc.methods}
+    assert methods == set(ACCESS)  # a new RPC is classified on purpose, not denied by accident

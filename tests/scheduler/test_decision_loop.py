@@ -1,0 +1,130 @@
+"""DecisionLoop behind the in-memory state: a leader's round re-splits jobs as the
+policy says, writes each split as the next version ahead of the trainers'
+step, stores a typed record any replica explains, and skips a job whose split
+changed under it; reads keep working when metrics or profiles are away."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufair.common.errors import Unavailable
+from gpufair.common.keys import Keys
+from gpufair.common.memstate import MemoryState
+from gpufair.common.steptime import StepTimeModel
+from gpufair.scheduler.jobs import JobSpec, Placement, Split
+from gpufair.scheduler.loop import DecisionLoop
+from gpufair.scheduler.registry import JobRegistry
+from gpufair.scheduler.snapshot import JobMetrics, RankMetrics
+from gpufair.scheduler.sources import PolicySettings, PolicyStore
+
+KEYS = Keys("/t")
+NOW = 1_000.0
+
+
+class _Leader:
+    is_leader = True
+
+
+def _metrics(job: str, costs: tuple[float, float], last_step: int = 50) -> JobMetrics:
+    # Rank 0 costs more per sample than rank 1: "balance" moves samples to rank 1.
+    return JobMetrics(samples_per_s=640.0, samples_done=3200, first_unix_s=NOW - 10.0,
+                      ranks={r: RankMetrics(c, 0.001, last_step) for r, c in enumerate(costs)}, last_unix_s=NOW)
+
+
+class _World:
+    """A registry and a loop over one in-memory store, with metrics and profiles the test sets."""
+
+    def __init__(self) -> None:
+        self.state = MemoryState()
+        self.registry = JobRegistry(self.state, KEYS)
+        self.policies = PolicyStore(self.state, KEYS, PolicySettings("balance", 1.0, 0.0))
+        self.metrics: dict[str, JobMetrics] | Exception = {}
+        self.profiles: dict | Exception = {}
+        self.loop = DecisionLoop(self.state, KEYS, self.registry, _Leader(), self.policies, self._fetch_metrics,
+                                 self._fetch_profiles, lead_s=1.0, clock=lambda: NOW)
+
+    async def _fetch_metrics(self) -> dict[str, JobMetrics]:
+        if isinstance(self.metrics, Exception):
+            raise self.metrics
+        return self.metrics
+
+    async def _fetch_profiles(self) -> dict:
+        if isinstance(self.profiles, Exception):
+            raise self.profiles
+        return self.profiles
+
+    async def stored_split(self, job: str) -> Split:
+        return Split.from_json((await self.state.get(KEYS.job_split(job))).value)
+
+    async def add_job(self, job: str) -> Split:
+        ranks = (Placement(0, "n1", f"{job}-g0"), Placement(1, "n1", f"{job}-g1"))
+        view = await self.registry.register(JobSpec(job, "resnet", 64, 64_000, ranks), (32, 32), "balance")
+        await self.registry.join(job, 0, "replica")
+        await self.registry.join(job, 1, "replica")
+        return view.split
+
+
+@pytest.fixture
+async def world():
+    w = _World()
+    w.registry.start_background()
+    assert await w.registry.wait_ready(2)
+    yield w
+    await w.registry.stop()
+
+
+async def test_a_round_resplits_jobs_as_the_policy_says_and_records_why(world: _World) -> None:
+    before = {job: await world.add_job(job) for job in ("a", "b")}
+    await world.registry.wait_seen(world.state.revision)
+    world.metrics = {"a": _metrics("a", (0.002, 0.001)), "b": _metrics("b", (0.001, 0.001))}
+    result = await world.loop.run_round()
+    split_a = await world.stored_split("a")
+    assert split_a.version == before["a"].version + 1 and split_a.policy == "balance"
+    assert sum(split_a.batch_sizes) == 64 and split_a.batch_sizes[1] > split_a.batch_sizes[0]
+    assert split_a.apply_step > 50  # ahead of the trainers' last reported step
+    assert await world.stored_split("b") == before["b"]  # already balanced: untouched
+    assert result.written == 1
+    record = await world.loop.last_decision()
+    assert record == result.record and record.policy == "balance"
+    parts = {j.job_id: j for j in record.jobs}
+    assert parts["a"].changed and parts["a"].old == (32, 32) and parts["a"].new == split_a.batch_sizes
+    assert not parts["b"].changed and "1 re-split" in record.summary
+
+
+async def test_a_job_whose_split_changed_meanwhile_is_skipped_not_overwritten(world: _World) -> None:
+    split = await world.add_job("a")
+    world.metrics = {"a": _metrics("a", (0.002, 0.001))}
+    await world.registry.wait_seen(world.state.revision)
+
+    # An operator's pin lands between the round's read of the split and its write.
+    original = world.registry.write_split
+
+    async def pinned_first(job: str, new: Split) -> int:
+        await original(job, Split(new.version, 0, (40, 24), "manual", "pinned", NOW))
+        return await original(job, new)
+
+    world.registry.write_split = pinned_first  # type: ignore[method-assign]
+    result = await world.loop.run_round()
+    assert result.written == 0 and not result.record.jobs[0].changed
+    stored = await world.state.get(KEYS.job_split("a"))
+    assert stored.value["batch_sizes"] == [40, 24] and stored.value["version"] == split.version + 1
+
+
+async def test_admin_reads_work_without_metrics_and_with_the_last_profiles(world: _World) -> None:
+    await world.add_job("a")
+    await world.registry.wait_seen(world.state.revision)
+    world.profiles = {("resnet", ""): StepTimeModel(0.001, 0.001)}
+    first = await world.loop.estimates()
+    assert first["a"].exclusive_source == "profile" and first["a"].exclusive_rate > 0
+    world.metrics, world.profiles = Unavailable("metrics down"), Unavailable("etcd down")
+    again = await world.loop.estimates()
+    assert again["a"].exclusive_rate == first["a"].exclusive_rate and again["a"].rate == 0.0
+
+
+async def test_a_round_without_its_inputs_fails_and_changes_nothing(world: _World) -> None:
+    await world.add_job("a")
+    world.metrics = Unavailable("metrics down")
+    revision = world.state.revision
+    with pytest.raises(Unavailable):
+        await world.loop.run_round()
+    assert world.state.revision == revision and await world.loop.last_decision() is None
