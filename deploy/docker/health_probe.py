@@ -21,6 +21,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gpufair.common import env as declared  # the services' own variable declarations
+
 
 @dataclass(frozen=True)
 class Probe:
@@ -37,17 +39,18 @@ class Probe:
 
 
 def probe_from(args: argparse.Namespace, env: Mapping[str, str]) -> Probe:
-    """Merge command-line flags with the service's TLS environment."""
-    addr = args.addr or _local_addr(env.get("GPUFAIR_LISTEN", ""))
+    """Merge command-line flags with the service's TLS environment (read by the services' declarations)."""
+    addr = args.addr or _local_addr(declared.LISTEN.read(env))
     if not addr:
         raise ValueError("no address: pass --addr HOST:PORT or set GPUFAIR_LISTEN")
-    tls = args.tls if args.tls is not None else bool(env.get("GPUFAIR_TLS_CERT"))
-    mutual = bool(env.get("GPUFAIR_TLS_CLIENT_CA"))
+    cert, key = declared.TLS_CERT.read(env), declared.TLS_KEY.read(env)
+    tls = args.tls if args.tls is not None else bool(cert)
+    mutual = bool(declared.TLS_CLIENT_CA.read(env))
     return Probe(
         addr=addr, service=args.service, timeout_s=args.timeout, tls=tls,
-        ca_file=args.ca or env.get("GPUFAIR_TLS_CA", ""),
-        cert_file=env.get("GPUFAIR_TLS_CERT", "") if tls and mutual else "",
-        key_file=env.get("GPUFAIR_TLS_KEY", "") if tls and mutual else "",
+        ca_file=args.ca or declared.TLS_CA.read(env),
+        cert_file=cert if tls and mutual else "",
+        key_file=key if tls and mutual else "",
         # The probe dials 127.0.0.1; the certificate must then name `localhost`.
         authority=args.authority or ("localhost" if tls else ""),
     )

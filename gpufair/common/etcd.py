@@ -32,6 +32,11 @@ __all__ = ["EtcdState", "Json", "StaleVersion", "StateStore", "Stored", "Watch",
 
 logger = logging.getLogger(__name__)
 
+# A mirror's first read returns a whole prefix in one answer: 4,000 jobs x 8
+# ranks are ~5 MiB, past gRPC's default 4 MiB receive limit. etcd's own Go
+# client sets no practical limit; this one allows 256 MiB.
+_CHANNEL_OPTIONS = {"grpc.max_receive_message_length": 256 * 1024 * 1024}
+
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
     """Split `host:port` (a leading `http://` is allowed) into its parts."""
@@ -65,7 +70,7 @@ class EtcdState:
         self.lease_ttl = lease_ttl
         creds = auth or EtcdAuth.from_env()
         self._client = aetcd.Client(host=host, port=port, timeout=timeout, username=creds.username or None,
-                                    password=creds.password or None)
+                                    password=creds.password or None, options=_CHANNEL_OPTIONS)
         self._lease: Any = None
         self._lease_lock = asyncio.Lock()  # one grant, however many first callers race
         self._rebind_pending = False

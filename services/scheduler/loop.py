@@ -81,10 +81,11 @@ class DecisionLoop:
                 logger.exception("decision round failed")
             await asyncio.sleep(period)
 
-    async def estimates(self) -> dict[str, JobEstimate]:
-        """Current per-job numbers (for admin reads on any replica)."""
+    async def estimates(self, views: list[JobView] | None = None) -> dict[str, JobEstimate]:
+        """Current per-job numbers (for admin reads on any replica), of `views` or every job."""
         metrics = await self._safe_metrics()
-        _, est = build_snapshot(self._registry.views(), metrics, await self._safe_profiles(), self._clock())
+        views = self._registry.views() if views is None else views
+        _, est = build_snapshot(views, metrics, await self._safe_profiles(), self._clock())
         return est
 
     async def _safe_profiles(self) -> Profiles:

@@ -61,6 +61,8 @@ class JobEstimate:
 
 
 def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
+    if not profiles:
+        return None
     fits = [profiles.get((spec.model, r.device_type)) for r in spec.ranks]
     if any(f is None for f in fits):
         return None
@@ -70,6 +72,8 @@ def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
 
 
 def _rank_states(view: JobView, m: JobMetrics | None, profiles: Profiles) -> tuple[RankState, ...] | None:
+    if m is None and not profiles:
+        return None  # no cost from either source
     split = view.split.batch_sizes if view.split else even_split(view.spec.global_batch, len(view.spec.ranks))
     out = []
     for p, b in zip(sorted(view.spec.ranks, key=lambda r: r.rank), split):

@@ -13,7 +13,7 @@ when it differs from the secret (setting it would revoke the running
 services' tokens). Once authentication is on, root's password must match its
 secret: rotate it with `etcdctl user passwd root` and then the secret.
 
-Runs in the gpufair image (python, grpc, aetcd): etcd's own image is
+Runs in the gpufair image (python, grpc, aetcd, gpufair): etcd's own image is
 distroless since 3.5.7 and has no shell to script etcdctl with.
 """
 
@@ -29,6 +29,8 @@ from typing import Any
 
 import grpc
 from aetcd import rpc
+
+from gpufair.common import env as declared  # the services' own variable declarations
 
 ROLE = "gpufair"
 # EtcdState.ping() (gpufair/common/etcd.py) reads this key, outside GPUFAIR_ETCD_ROOT.
@@ -82,17 +84,18 @@ def read_secret(path: str, what: str) -> str:
 
 
 def plan_from_env(env: Mapping[str, str], root_password_file: str) -> Plan:
-    """The plan for the services' settings in `env` (same variables and defaults as the services)."""
-    root = env.get("GPUFAIR_ETCD_ROOT", "/gpufair").rstrip("/")
+    """The plan for the services' settings in `env` (read by the services' own declarations)."""
+    root = declared.ETCD_ROOT.read(env).rstrip("/")
     if not root.startswith("/") or len(root) < 2:
         raise InitError(f"GPUFAIR_ETCD_ROOT must be an absolute key prefix like /gpufair, got {root!r}")
-    user = env.get("GPUFAIR_ETCD_USERNAME", "")
+    user = declared.ETCD_USERNAME.read(env)
     if not user or user == "root":
         raise InitError("GPUFAIR_ETCD_USERNAME must name gpufair's own etcd user (not empty, not root)")
     return Plan(
-        endpoint=env.get("GPUFAIR_ETCD", "127.0.0.1:2379"),
+        endpoint=declared.ETCD.read(env),
         prefix=root + "/",
         user=user,
+        # A file only, here: the bootstrap never takes a password from a variable.
         password=read_secret(env.get("GPUFAIR_ETCD_PASSWORD_FILE", ""), "GPUFAIR_ETCD_PASSWORD_FILE"),
         root_password=read_secret(root_password_file, "--root-password-file"),
     )
