@@ -12,7 +12,7 @@ import logging
 import time
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.tasks import cancel_watch, stop_task
+from gpufair.common.tasks import cancel_watch, stop_task, within
 from gpufair.common.state import StateStore
 
 logger = logging.getLogger(__name__)
@@ -37,19 +37,11 @@ class LeaderElection:
         return self._leader.is_set()
 
     async def wait_leader(self, timeout: float | None = None) -> bool:
-        try:
-            await asyncio.wait_for(self._leader.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await within(self._leader.wait(), timeout)
 
     async def wait_campaigned(self, timeout: float | None = None) -> bool:
         """True once a campaign has read who leads (`seen_leader`)."""
-        try:
-            await asyncio.wait_for(self._seen.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await within(self._seen.wait(), timeout)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._campaign(), name=f"campaign {self._key}")

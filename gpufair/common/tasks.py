@@ -1,9 +1,10 @@
-"""Stopping background work without ever hanging (pure asyncio, no etcd)."""
+"""Waiting for and stopping background work without ever hanging (pure asyncio, no etcd)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from gpufair.common.state import Watch
@@ -29,3 +30,12 @@ async def stop_task(task: "asyncio.Task[Any] | None", timeout: float = 5.0) -> N
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout)
     except asyncio.TimeoutError:
         logger.warning("task %s did not stop within %.0fs", task.get_name(), timeout)
+
+
+async def within(awaitable: Awaitable[Any], timeout: float | None) -> bool:
+    """True if `awaitable` (an event's wait, a future) completes within `timeout` seconds."""
+    try:
+        await asyncio.wait_for(awaitable, timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False

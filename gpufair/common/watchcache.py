@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 from gpufair.common.errors import Unavailable
-from gpufair.common.tasks import cancel_watch, stop_task
+from gpufair.common.tasks import cancel_watch, stop_task, within
 from gpufair.common.state import Json, StateStore
 
 logger = logging.getLogger(__name__)
@@ -40,11 +40,7 @@ class PrefixCache:
         return self._ready.is_set()
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await within(self._ready.wait(), timeout)
 
     async def wait_revision(self, revision: int, timeout: float | None = None) -> bool:
         """True once the mirror has applied every change up to `revision` (a
@@ -54,10 +50,7 @@ class PrefixCache:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((revision, future))
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await within(asyncio.shield(future), timeout)
         finally:
             self._waiters = [(r, f) for r, f in self._waiters if f is not future]
 
