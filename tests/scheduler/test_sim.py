@@ -28,10 +28,12 @@ def trace():
 
 
 def test_same_seed_same_run(k80, trace):
-    a = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7)).summary()
-    b = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7)).summary()
-    a.pop("mean_decision_ms"), b.pop("mean_decision_ms")
-    assert a == b
+    for levers in ({}, {"queue": "sd", "placement": "sd", "shares": "paced"}):
+        a = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7, **levers)).summary()
+        b = simulate(k80, trace, SimConfig(6, "sd-maxmin", seed=7, **levers)).summary()
+        for timing in ("mean_decision_ms", "mean_round_ms"):
+            a.pop(timing), b.pop(timing)
+        assert a == b
 
 
 def test_observer_sees_every_decision_and_changes_nothing(k80, trace):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from gpufair.scheduler.sim.colocation import Colocation, ModelCost, gpu_types, load_colocation
 from gpufair.scheduler.sim.engine import SimConfig, Simulator
-from gpufair.scheduler.sim.placement import (DEFAULT_PLACEMENT, check_placement, choose_gpus,
-                                             placement_names)
+from gpufair.scheduler.policy.placement import (DEFAULT_PLACEMENT, check_placement,
+                                                choose_gpus, placement_names)
 from gpufair.scheduler.sim.result import JobResult, SimResult
 from gpufair.scheduler.sim.workload import (ADAPTDL_MODELS, TraceJob, load_workload,
                                             parse_workload)

@@ -1,24 +1,42 @@
-"""Interference model calibrated from Gavel's measured co-location data.
+"""Cost and interference model calibrated from Gavel's measured throughputs.
 
 File format (Gavel `physical_cluster_throughputs.json`): GPU type -> job key
 `"('<model> (batch size N)', <gpus>)"` -> `"null"` (isolated steps/s) or
 another job key -> `[own, other]` steps/s while the two share the GPU(s).
+Gavel counts a multi-GPU job's steps over all its workers, each working on
+the key's batch size, so samples/s = steps/s x batch at every scale.
 
-What we take from it, per GPU type, from the 1-GPU keys:
-- cost: the isolated step time t0 = 1/steps_per_s at the profiled batch b0,
-  split into a fixed part a and a per-sample part c (t0 = a + c*b0). a comes
-  from a least-squares line through the model family's batch sizes (e.g.
-  all "ResNet-18 (batch size *)"), clipped to [0, t0/2]; a family with one
-  point gets a = t0/10.
+What we take from it, per GPU type:
+- 1-GPU cost: the isolated step time t0 = 1/steps_per_s at the profiled
+  batch b0, split into a fixed part a and a per-sample part c (t0 = a + c*b0).
+  a comes from a least-squares line through the model family's batch sizes
+  (e.g. all "ResNet-18 (batch size *)"), clipped to [0, t0/2]; a family with
+  one point gets a = t0/10.
+- N-GPU speed: where the file measures the model at N GPUs (keys with N > 1),
+  each rank's step there takes tN = N / steps_per_s. The gap tN - t0 is a
+  per-step synchronisation cost of that model at that scale, added to every
+  rank's fixed part: splits change the per-sample part, never the sync. A
+  job alone on N GPUs at the even split then runs exactly at the measured
+  speed. A measured speed above N x the 1-GPU speed (superlinear, one key
+  in Gavel's p100 data) gets no sync and scales the rank's cost by tN/t0.
+  Unmeasured scales interpolate linearly in N between measured ones and
+  keep the largest measured scale's values beyond it (a ring all-reduce
+  costs ~2(N-1)/N of the gradient size, nearly flat past 8); a model
+  measured at 1 GPU only scales linearly (no sync cost), the documented
+  fallback.
 - interference: f(j|k) = own/isolated, the fraction of its isolated speed job
-  j keeps next to k. Plain time-slicing of a pair would give 1/2, so the
-  pair's efficiency is eta = 2*f: per-sample and per-step costs on that GPU
-  are divided by eta (eta > 1: the pair packs better than time-slicing).
+  j keeps next to k, from the 1-GPU keys. Plain time-slicing of a pair would
+  give 1/2, so the pair's efficiency is eta = 2*f: per-sample and per-step
+  costs on that GPU are divided by eta (eta > 1: the pair packs better than
+  time-slicing). A rank of a multi-GPU job uses its model's 1-GPU pairs:
+  Gavel measured pairs only at 1 GPU, so its multi-GPU keys' `[0, 0]` mean
+  "not measured", never "cannot co-run".
 - three or more jobs on a GPU: eta = 2 * mean_k f(j|k) over the neighbours
   (pairwise effects average, not compound); the time itself is then divided
   by the processor-sharing model, so n jobs each get ~eta/n of their speed.
-- unmeasured pairs and `[0, 0]` (could not co-run, e.g. memory) fall back to
-  pure time-slicing, eta = 1.
+- a 1-GPU pair measured `[0, 0]` while both ran alone could not co-run (e.g.
+  memory): `compatible` says no, and no placement rule puts the two on one
+  GPU. Unmeasured pairs fall back to pure time-slicing, eta = 1.
 - eta is clipped to [0.25, 1]: only interference *losses* count. Packing
   gains (f > 1/2, about half the measured pairs) are dropped, because in a
   time-sliced model a job whose neighbour is waiting would otherwise run
@@ -29,13 +47,14 @@ What we take from it, per GPU type, from the 1-GPU keys:
 from __future__ import annotations
 
 import ast
+import bisect
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -45,13 +64,57 @@ _BATCH = re.compile(r"^(?P<family>.*?) \(batch size (?P<batch>\d+)\)$")
 
 
 @dataclass(frozen=True)
+class Scale:
+    """How a model's rank cost changes at a measured GPU count."""
+
+    sync_s: float = 0.0  # per-step synchronisation cost added to each rank
+    rank_factor: float = 1.0  # multiplies the 1-GPU rank cost (superlinear scales only)
+
+
+@dataclass(frozen=True)
+class RankCost:
+    """Exclusive per-rank cost of a model at one GPU count: a + c * batch."""
+
+    sec_per_step: float  # fixed part, synchronisation included
+    sec_per_sample: float
+
+    def step_time(self, batch: float) -> float:
+        """Seconds of one exclusive step of `batch` samples on this rank."""
+        return self.sec_per_step + self.sec_per_sample * batch
+
+
+@dataclass(frozen=True)
 class ModelCost:
-    """Isolated 1-GPU cost of one model: step time = a + c * batch."""
+    """Isolated cost of one model: 1-GPU step time = a + c * batch, plus
+    what the measured N-GPU speeds add (`scales`, N > 1)."""
 
     model: str
     sec_per_step: float
     sec_per_sample: float
     profiled_batch: int
+    scales: Mapping[int, Scale] = field(default_factory=lambda: MappingProxyType({}))
+
+    def scale(self, num_gpus: int) -> Scale:
+        """The scale at `num_gpus`, interpolated as the module docstring says."""
+        if num_gpus <= 1 or not self.scales:
+            return Scale()
+        known = sorted({1: Scale(), **self.scales}.items())
+        counts = [n for n, _ in known]
+        if num_gpus >= counts[-1]:
+            return known[-1][1]
+        hi = bisect.bisect_left(counts, num_gpus)
+        (n0, s0), (n1, s1) = known[hi - 1], known[hi]
+        if n1 == num_gpus:
+            return s1
+        w = (num_gpus - n0) / (n1 - n0)
+        return Scale(s0.sync_s + w * (s1.sync_s - s0.sync_s),
+                     s0.rank_factor + w * (s1.rank_factor - s0.rank_factor))
+
+    def at(self, num_gpus: int) -> RankCost:
+        """Each rank's exclusive cost when the model runs on `num_gpus` GPUs."""
+        sc = self.scale(num_gpus)
+        return RankCost(self.sec_per_step * sc.rank_factor + sc.sync_s,
+                        self.sec_per_sample * sc.rank_factor)
 
 
 @dataclass(frozen=True)
@@ -61,13 +124,18 @@ class Colocation:
     gpu_type: str
     costs: Mapping[str, ModelCost]
     pair_fraction: Mapping[tuple[str, str], float]
+    forbidden: frozenset[tuple[str, str]] = frozenset()  # both orders present
 
-    def efficiency(self, model: str, neighbours: list[str]) -> float:
+    def efficiency(self, model: str, neighbours: Sequence[str]) -> float:
         """eta for `model` sharing a GPU with `neighbours` (see module doc)."""
         if not neighbours:
             return 1.0
         fractions = [self.pair_fraction.get((model, k), 0.5) for k in neighbours]
         return min(max(2.0 * float(np.mean(fractions)), 0.25), 1.0)
+
+    def compatible(self, model: str, other: str) -> bool:
+        """False when the pair was measured unable to share a GPU."""
+        return (model, other) not in self.forbidden
 
     def cost(self, model: str) -> ModelCost:
         """The model's cost; InvalidArgument naming it if unknown."""
@@ -76,6 +144,10 @@ class Colocation:
         except KeyError:
             raise InvalidArgument(f"model {model!r} has no usable measurement for "
                                   f"GPU type {self.gpu_type!r}") from None
+
+    def scales_measured(self, model: str) -> tuple[int, ...]:
+        """GPU counts at which `model` ran alone on this GPU type (1 included)."""
+        return (1, *sorted(self.cost(model).scales))
 
 
 def _parse_key(key: str) -> tuple[str, int]:
@@ -106,6 +178,22 @@ def _fit_costs(isolated: dict[str, float]) -> dict[str, ModelCost]:
     return out
 
 
+def _scales(one_gpu: float, multi: Mapping[int, float]) -> Mapping[int, Scale]:
+    """Per measured N > 1: the sync cost (or superlinear factor) that makes a
+    lone job on N GPUs run at the measured speed."""
+    t0 = 1.0 / one_gpu
+    out = {}
+    for n, steps in sorted(multi.items()):
+        t_n = n / steps  # one rank's step at that scale
+        out[n] = Scale(t_n - t0, 1.0) if t_n >= t0 else Scale(0.0, t_n / t0)
+    return MappingProxyType(out)
+
+
+def _positive(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
 def _read(path: str | Path) -> object:
     try:
         return json.loads(Path(path).read_text())
@@ -126,25 +214,41 @@ def gpu_types(path: str | Path) -> tuple[str, ...]:
 def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
     """Read a Gavel-format file and build the model for `gpu_type`."""
     raw = _read(path)
-    if not isinstance(raw, dict) or gpu_type not in raw:
+    if not isinstance(raw, dict) or gpu_type not in raw or not isinstance(raw[gpu_type], dict):
         types = ", ".join(sorted(raw)) if isinstance(raw, dict) else "none"
         raise InvalidArgument(f"GPU type {gpu_type!r} not in {path} (has: {types})")
     isolated: dict[str, float] = {}
-    pairs: dict[tuple[str, str], float] = {}
+    multi: dict[str, dict[int, float]] = {}
+    measured: dict[tuple[str, str], tuple[float, float]] = {}
     for key, entry in raw[gpu_type].items():
         model, gpus = _parse_key(key)
-        if gpus != 1 or not isinstance(entry, dict):
+        if not isinstance(entry, dict):
             continue
-        iso = entry.get("null")
-        if not isinstance(iso, (int, float)) or not math.isfinite(iso) or iso <= 0:
-            continue  # never ran alone on this GPU type (e.g. out of memory)
-        isolated[model] = float(iso)
+        iso = _positive(entry.get("null"))
+        if iso is None:
+            continue  # never ran alone at this scale on this GPU type (e.g. out of memory)
+        if gpus > 1:
+            multi.setdefault(model, {})[gpus] = iso
+            continue
+        isolated[model] = iso
         for other, val in entry.items():
             if other == "null" or not isinstance(val, list) or len(val) != 2:
                 continue
             other_model, other_gpus = _parse_key(other)
-            if other_gpus == 1 and val[0] > 0 and val[1] > 0:
-                pairs[(model, other_model)] = float(val[0]) / float(iso)
+            if other_gpus == 1 and all(isinstance(v, (int, float)) for v in val):
+                measured[(model, other_model)] = (float(val[0]), float(val[1]))
     if not isolated:
         raise InvalidArgument(f"{path}: no isolated 1-GPU throughputs for {gpu_type!r}")
-    return Colocation(gpu_type, MappingProxyType(_fit_costs(isolated)), MappingProxyType(pairs))
+    costs = _fit_costs(isolated)
+    for model, scales in multi.items():
+        if model in costs:
+            costs[model] = ModelCost(costs[model].model, costs[model].sec_per_step,
+                                     costs[model].sec_per_sample, costs[model].profiled_batch,
+                                     _scales(isolated[model], scales))
+    pairs = {k: own / isolated[k[0]] for k, (own, other) in measured.items()
+             if own > 0 and other > 0}
+    forbidden = {k for k, (own, other) in measured.items()
+                 if own == 0 and other == 0 and k[1] in isolated}
+    forbidden |= {(b, a) for a, b in forbidden}
+    return Colocation(gpu_type, MappingProxyType(costs), MappingProxyType(pairs),
+                      frozenset(forbidden))

@@ -1,22 +1,26 @@
-"""Discrete-event simulation of a shared GPU cluster under a split policy.
+"""Discrete-event simulation of a shared GPU cluster under gpufair's levers.
 
-Between events every job runs at the steady-state speed of the time-slicing
-model (`gpufair.scheduler.policy.model`, the same one the policies plan with),
-so progress is integrated exactly; events are arrivals, completions and
-policy periods.
+Every job is waiting (arrived, not placed) or resident on GPUs it keeps to
+the end. Between events every resident runs at the steady-state speed of
+the shares model in force, so progress is integrated exactly:
+- `time-slicing`: every resident runs; GPUs divide their time by the
+  time-slicing model (`policy/model.py`), each rank's cost divided by its
+  measured interference next to every other job there;
+- `paced`: each rank runs at the share of its GPU the round planner gave
+  it (`policy/paced.py`), 0 holding it; interference only among ranks that
+  run.
+Events are arrivals, completions and policy periods. At every event the
+round planner (`policy.plan_round`: queue order, admission, placement and,
+when paced, shares and joint splits) sees every job; under time-slicing the
+split policy (`policy.decide`) re-splits every `period_s`, as the service
+loop does. Paced rounds also run every `period_s`, since queue order moves
+with time.
 
-Placement (one rule for every policy of a comparison, `SimConfig.placement`,
-see `sim/placement.py`): by default an arriving job takes the `num_gpus` GPUs
-with the fewest occupants (ties broken by a seeded random draw); `packed`
-fills the lowest-numbered GPUs first, `random` draws GPUs at random. Every
-rule shares GPUs but never puts more than `max_per_gpu` jobs on one; a job
-that does not fit waits in a FIFO queue (later jobs may start first if they
-fit). Its wait counts in its slow-down
-(`sd`, end to end); `run_sd` counts only the time since it was placed, the
-part a split policy can change.
-A job starts with the even split; every `period_s` the policy sees every
-running job (costs as "measured", optionally with noise) and its changed
-splits apply at once. Only multi-GPU jobs are ever re-split.
+Costs come from the co-location file (`sim/colocation.py`): a job on N
+GPUs runs each rank at the model's N-GPU cost (measured N-GPU speed where
+the file has it), so a job alone on its GPUs has SD 1. A job's slow-down
+counts its queue wait (`sd`, end to end); `run_sd` counts only the time
+since it was placed.
 """
 
 from __future__ import annotations
@@ -31,51 +35,65 @@ import numpy as np
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import (ClusterState, Decision, JobState, PolicyConfig, RankState,
                                       WarmStart, decide, even_split, get_policy, shared_rates)
-from gpufair.scheduler.sim.colocation import Colocation, ModelCost
-from gpufair.scheduler.sim.placement import DEFAULT_PLACEMENT, check_placement, choose_gpus
+from gpufair.scheduler.policy.admission import plan_round
+from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Levers, RoundPlan
+from gpufair.scheduler.policy.paced import PacedJob, PacedRank, paced_speeds
+from gpufair.scheduler.policy.placement import DEFAULT_PLACEMENT
+from gpufair.scheduler.sim.colocation import Colocation, RankCost
 from gpufair.scheduler.sim.result import JobResult, SimResult
 from gpufair.scheduler.sim.workload import TraceJob
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Cluster size, policy and the simulator's knobs (documented defaults)."""
+    """Cluster size, the levers and the simulator's knobs (documented defaults:
+    FIFO, least-loaded, time-slicing, i.e. the Kubernetes default)."""
 
     num_gpus: int
     policy: str
     period_s: float = 60.0
     max_per_gpu: int = 4
     seed: int = 0
-    noise: float = 0.0  # relative std-dev of the costs the policy "measures"
+    noise: float = 0.0  # relative std-dev of the costs the split policy "measures"
     placement: str = DEFAULT_PLACEMENT
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
+    queue: str = "fifo"
+    shares: str = "time-slicing"
+
+    def levers(self) -> Levers:
+        """The round planner's levers."""
+        return Levers(self.queue, self.placement, self.shares, self.policy, self.max_per_gpu)
 
 
 @dataclass
-class _Running:
+class _Job:
     trace: TraceJob
-    cost: ModelCost
-    gpus: tuple[int, ...]
-    split: tuple[int, ...]
+    cost: RankCost  # per rank at the job's GPU count
+    cap: int
     exclusive_rate: float
-    started_s: float
+    gpus: tuple[int, ...] = ()
+    split: tuple[int, ...] = ()
+    shares: tuple[float, ...] = ()
     done: float = 0.0
+    attained: float = 0.0  # GPU-seconds at exclusive speed
+    started_s: float = 0.0
+    crowd_at_arrival: float = 0.0  # integral of jobs present, at arrival (for rho)
 
 
-def exclusive_rate_of(cost: ModelCost, job: TraceJob) -> float:
+def exclusive_rate_of(cost: RankCost, job: TraceJob) -> float:
     """Speed with its GPUs to itself and the even split (the SD denominator)."""
     worst = max(even_split(job.global_batch, job.num_gpus))
-    return job.global_batch / (cost.sec_per_step + cost.sec_per_sample * worst)
+    return job.global_batch / cost.step_time(worst)
 
 
 Observer = Callable[[ClusterState, dict[str, Decision]], None]
 
 
 class Simulator:
-    """One run of one policy over one trace; call `run()` once.
+    """One run of one configuration over one trace; call `run()` once.
 
-    `on_decision`, if given, sees every snapshot the policy decided on and its
-    decisions (benchmarks use it to score decisions against other splits)."""
+    `on_decision`, if given, sees every snapshot the split policy decided on
+    and its decisions (benchmarks use it to score decisions)."""
 
     def __init__(self, colocation: Colocation, trace: tuple[TraceJob, ...], config: SimConfig,
                  on_decision: Observer | None = None) -> None:
@@ -84,7 +102,7 @@ class Simulator:
         if not trace:
             raise InvalidArgument("the trace has no jobs")
         get_policy(config.policy)  # unknown names fail before any work
-        check_placement(config.placement)
+        config.levers().validated()
         for job in trace:
             if job.model not in colocation.costs:
                 raise InvalidArgument(f"line {job.line}: job {job.job!r}: model {job.model!r} "
@@ -93,122 +111,189 @@ class Simulator:
                 raise InvalidArgument(f"line {job.line}: job {job.job!r} needs {job.num_gpus} "
                                       f"GPUs, the cluster has {config.num_gpus}")
         self._colo, self._cfg, self._observer = colocation, config, on_decision
+        self._levers = config.levers()
         self._trace = sorted(trace, key=lambda j: (j.arrival_s, j.line))
-        # Separate streams: measurement noise must not shift where jobs land.
-        self._rng = np.random.default_rng(config.seed)
+        self._gpus = tuple(Gpu(f"gpu-{g}") for g in range(config.num_gpus))
         self._noise_rng = np.random.default_rng((config.seed, 1))
+        self._rounds = 0
         self._occ: list[list[str]] = [[] for _ in range(config.num_gpus)]
-        self._running: dict[str, _Running] = {}
-        self._queue: list[TraceJob] = []
-        self._warm = WarmStart()  # each decision starts from the last one's LP bases
+        self._jobs: dict[str, _Job] = {}  # alive: waiting or resident
+        self._warm = WarmStart()  # each split decision starts from the last one's LP bases
 
-    def _place(self, job: TraceJob, now: float) -> bool:
-        gpus = choose_gpus(self._cfg.placement, [len(o) for o in self._occ], job.num_gpus,
-                           self._cfg.max_per_gpu, self._rng)
-        if gpus is None:
-            return False
-        for g in gpus:
-            self._occ[g].append(job.job)
-        cost = self._colo.cost(job.model)
-        self._running[job.job] = _Running(job, cost, gpus,
-                                          even_split(job.global_batch, job.num_gpus),
-                                          exclusive_rate_of(cost, job), now)
-        return True
+    # --- the round planner ---------------------------------------------------------------
 
-    def _drain_queue(self, now: float) -> None:
-        self._queue = [job for job in self._queue if not self._place(job, now)]
+    def _fleet(self) -> list[FleetJob]:
+        out = []
+        for name, j in self._jobs.items():
+            t = j.trace
+            out.append(FleetJob(name, t.num_gpus, t.global_batch, t.arrival_s, t.total_samples,
+                                j.exclusive_rate, j.cost.sec_per_sample, j.cost.sec_per_step,
+                                min(j.done, t.total_samples), t.model, j.cap,
+                                tuple(self._gpus[g].name for g in j.gpus), j.split,
+                                None, j.attained))
+        return out
+
+    def _plan(self, now: float) -> float:
+        started = time.perf_counter()
+        plan = plan_round(self._fleet(), self._gpus, now, self._levers, self._colo,
+                          seed=hash((self._cfg.seed, self._rounds)) & 0xFFFFFFFF)
+        self._rounds += 1
+        self._apply(plan, now)
+        return time.perf_counter() - started
+
+    def _apply(self, plan: RoundPlan, now: float) -> None:
+        for name, gpus in plan.admitted.items():
+            j = self._jobs[name]
+            j.gpus = tuple(int(g.split("-")[1]) for g in gpus)
+            j.split = even_split(j.trace.global_batch, j.trace.num_gpus)
+            j.started_s = now
+            for g in j.gpus:
+                self._occ[g].append(name)
+        if self._levers.shares == "paced":
+            for name, j in self._jobs.items():
+                if j.gpus:
+                    j.shares = plan.shares.get(name, (0.0,) * len(j.gpus))
+                    j.split = plan.splits.get(name, j.split)
+
+    # --- speeds ---------------------------------------------------------------------------
 
     def _states(self, now: float, noisy: bool) -> list[JobState]:
         out = []
-        for run in self._running.values():
+        for name, run in self._jobs.items():
+            if not run.gpus:
+                continue
             ranks = []
             for g, b in zip(run.gpus, run.split):
-                neighbours = [self._running[k].trace.model for k in self._occ[g]
-                              if k != run.trace.job]
+                neighbours = [self._jobs[k].trace.model for k in self._occ[g] if k != name]
                 eta = self._colo.efficiency(run.trace.model, neighbours)
                 err = (math.exp(self._noise_rng.normal(0.0, self._cfg.noise))
                        if noisy and self._cfg.noise else 1.0)
-                cap = max(2 * run.cost.profiled_batch,
-                          math.ceil(run.trace.global_batch / len(run.gpus)))
                 ranks.append(RankState(f"gpu-{g}", b, run.cost.sec_per_sample / eta * err,
-                                       run.cost.sec_per_step / eta * err, cap))
-            out.append(JobState(run.trace.job, run.trace.global_batch, tuple(ranks), run.done,
+                                       run.cost.sec_per_step / eta * err, run.cap))
+            out.append(JobState(name, run.trace.global_batch, tuple(ranks), run.done,
                                 run.trace.total_samples, now - run.trace.arrival_s,
                                 None, run.exclusive_rate))
         return out
 
-    def _apply_policy(self, now: float) -> float:
+    def _speeds(self, now: float) -> tuple[dict[str, float], float]:
+        """Samples/s of every resident job, and the busy GPUs (sum of fractions)."""
+        if self._levers.shares == "time-slicing":
+            states = self._states(now, noisy=False)
+            shared = shared_rates(states)
+            return dict(zip((s.job for s in states), shared.rates)), sum(shared.gpu_busy.values())
+        names, paced = [], []
+        for name, j in self._jobs.items():
+            if j.gpus:
+                names.append(name)
+                paced.append(PacedJob(j.trace.model, j.trace.global_batch, tuple(
+                    PacedRank(f"gpu-{g}", s, j.cost.sec_per_step, j.cost.sec_per_sample, b)
+                    for g, s, b in zip(j.gpus, j.shares, j.split))))
+        rates, busy = paced_speeds(paced, self._colo)
+        return dict(zip(names, rates)), sum(busy.values())
+
+    def _resplit(self, now: float) -> float:
+        """The split policy's period under time-slicing."""
         started = time.perf_counter()
         cluster = ClusterState(tuple(self._states(now, noisy=True)))
+        if not cluster.jobs:
+            return 0.0
         decisions = decide(cluster, self._cfg.policy, self._cfg.policy_config, self._warm)
         spent = time.perf_counter() - started
         if self._observer is not None:
             self._observer(cluster, decisions)
         for name, d in decisions.items():
             if d.changed:
-                self._running[name].split = d.split
+                self._jobs[name].split = d.split
         return spent
+
+    # --- the event loop -------------------------------------------------------------------
 
     def run(self) -> SimResult:
         """Simulate until every job has finished."""
+        cfg = self._cfg
         pending = list(self._trace)
         start = now = pending[0].arrival_s
-        next_tick = now + self._cfg.period_s
+        next_tick = now + cfg.period_s
         finished: list[JobResult] = []
         util_trace: list[tuple[float, float]] = []
-        busy_integral, decision_s, decisions = 0.0, 0.0, 0
+        busy_integral = crowd = decision_s = round_s = 0.0
+        decisions = rounds = 0
         multi_s = uneven_s = 0.0
-        while pending or self._running or self._queue:
-            if not self._running and not self._queue:
+        paced = self._levers.shares == "paced"
+        ticks_matter = paced or cfg.policy != "even"
+        while pending or self._jobs:
+            if not self._jobs:
                 now = max(now, pending[0].arrival_s)
-            states = self._states(now, noisy=False)
-            shared = shared_rates(states)
-            rates = dict(zip((s.job for s in states), shared.rates))
-            busy = sum(shared.gpu_busy.values())
+            rates, busy = self._speeds(now)
             horizon = [pending[0].arrival_s] if pending else []
-            if self._running:
+            if self._jobs and ticks_matter:
                 horizon.append(next_tick)
-                horizon += [now + (r.trace.total_samples - r.done) / rates[n]
-                            for n, r in self._running.items()]
+            horizon += [now + (self._jobs[n].trace.total_samples - self._jobs[n].done) / r
+                        for n, r in rates.items() if r > 0]
+            if not horizon:  # nothing can run and nothing arrives: a planner bug
+                raise RuntimeError("simulation stalled: jobs wait but none can be placed")
             t_next = max(min(horizon), now)
-            util_trace.append((now, busy / self._cfg.num_gpus))
-            busy_integral += busy * (t_next - now)
-            d_multi, d_uneven = self._unevenness(t_next - now)
+            dt = t_next - now
+            util_trace.append((now, busy / cfg.num_gpus))
+            busy_integral += busy * dt
+            crowd += len(self._jobs) * dt
+            d_multi, d_uneven = self._unevenness(dt)
             multi_s, uneven_s = multi_s + d_multi, uneven_s + d_uneven
-            for n, r in self._running.items():
-                r.done += rates[n] * (t_next - now)
+            for n, r in rates.items():
+                j = self._jobs[n]
+                j.done += r * dt
+                j.attained += j.trace.num_gpus * dt * r / j.exclusive_rate
             now = t_next
-            for n in [n for n, r in self._running.items()
-                      if r.done >= r.trace.total_samples * (1 - 1e-9) - 1e-6]:
-                finished.append(self._finish(n, now))
+            changed = False
+            for n in [n for n, r in rates.items()
+                      if self._jobs[n].done >= self._jobs[n].trace.total_samples * (1 - 1e-9) - 1e-6]:
+                finished.append(self._finish(n, now, crowd))
+                changed = True
             while pending and pending[0].arrival_s <= now:
-                self._queue.append(pending.pop(0))
-            self._drain_queue(now)
-            if self._running and now >= next_tick - 1e-9:
-                decision_s += self._apply_policy(now)
+                self._arrive(pending.pop(0), crowd)
+                changed = True
+            tick = now >= next_tick - 1e-9
+            if self._jobs and (changed or (tick and paced)):
+                spent = self._plan(now)
+                round_s, rounds = round_s + spent, rounds + 1
+                if paced:  # the round also decided the shares and splits
+                    decision_s, decisions = decision_s + spent, decisions + 1
+            if tick and not paced and cfg.policy != "even":
+                decision_s += self._resplit(now)
                 decisions += 1
             while next_tick <= now + 1e-9:
-                next_tick += self._cfg.period_s
+                next_tick += cfg.period_s
         util_trace.append((now, 0.0))
         makespan = now - start
-        util = busy_integral / (self._cfg.num_gpus * makespan) if makespan > 0 else 0.0
-        return SimResult(self._cfg.policy, self._colo.gpu_type, self._cfg.num_gpus,
+        util = busy_integral / (cfg.num_gpus * makespan) if makespan > 0 else 0.0
+        return SimResult(cfg.policy, self._colo.gpu_type, cfg.num_gpus,
                          tuple(sorted(finished, key=lambda j: j.job)), tuple(util_trace),
-                         makespan, util, decisions, decision_s, self._cfg.placement,
-                         float(uneven_s / multi_s) if multi_s > 0 else 0.0)
+                         makespan, util, decisions, decision_s, cfg.placement,
+                         float(uneven_s / multi_s) if multi_s > 0 else 0.0,
+                         cfg.queue, cfg.shares, rounds, round_s)
+
+    def _arrive(self, job: TraceJob, crowd: float) -> None:
+        cost = self._colo.cost(job.model)
+        rank = cost.at(job.num_gpus)
+        cap = max(2 * cost.profiled_batch, math.ceil(job.global_batch / job.num_gpus))
+        self._jobs[job.job] = _Job(job, rank, cap, exclusive_rate_of(rank, job),
+                                   crowd_at_arrival=crowd)
 
     def _unevenness(self, dt: float) -> tuple[float, float]:
         """(multi-GPU job-seconds, of which uneven) over the next `dt`: a job's GPUs are
         unevenly shared when they hold different numbers of jobs, the case re-splitting fixes."""
-        multi = [r for r in self._running.values() if len(r.gpus) > 1]
+        multi = [r for r in self._jobs.values() if len(r.gpus) > 1]
         uneven = sum(len({len(self._occ[g]) for g in r.gpus}) > 1 for r in multi)
         return len(multi) * dt, uneven * dt
 
-    def _finish(self, name: str, now: float) -> JobResult:
-        run = self._running.pop(name)
+    def _finish(self, name: str, now: float, crowd: float) -> JobResult:
+        run = self._jobs.pop(name)
         for g in run.gpus:
             self._occ[g].remove(name)
         jct = now - run.trace.arrival_s
         alone = run.trace.total_samples / run.exclusive_rate
+        # Themis' ideal: a 1/N share of the cluster, N the mean number of jobs present.
+        present = (crowd - run.crowd_at_arrival) / jct if jct > 0 else 1.0
+        ideal = alone * max(1.0, present * run.trace.num_gpus / self._cfg.num_gpus)
         return JobResult(name, jct / alone, jct, run.trace.arrival_s, now, run.trace.num_gpus,
-                         run.started_s, (now - run.started_s) / alone)
+                         run.started_s, (now - run.started_s) / alone, jct / ideal)

@@ -1,0 +1,163 @@
+"""One scheduling round: admission, placement and GPU shares (pure).
+
+`plan_round` orders every job, waiting or resident, most urgent first
+(`priority.py`). Under time-slicing it admits waiting jobs onto GPUs with
+room (`sliced.py`). With paced shares it walks the order once:
+- a resident job runs alone on its GPUs if nothing more urgent was given
+  time on any of them, else it is held at a step boundary (`paced.Filler`);
+- a waiting job is placed when its turn comes. Under the `sd` placement
+  only onto GPUs where it runs at once (nothing more urgent runs there)
+  and where it holds nobody back for long: it joins a GPU that holds jobs
+  only if it needs at most `STACK_RATIO` of each one's remaining time (a
+  short job slips in and leaves; a long one would hold them to the end,
+  and GPUs are never taken back, so the rest of the cluster could idle
+  meanwhile), and only if they can afford the wait without passing the
+  makespan goal. Among such sets it takes the one that least raises the
+  slow-down of the job it holds back (score: that job's SD if delayed by
+  the newcomer's whole remaining exclusive time). A job with no such set
+  waits: admitting it later keeps its choice of GPUs open. Other
+  placement rules admit onto any GPUs with room; the shares then decide
+  who runs.
+Then the held jobs, most urgent first, may borrow slivers of their busy
+GPUs to use their idle ones (`Filler.lend`).
+
+No starvation: under the `sd` queue the most urgent job that cannot start
+gets a reservation once it is at risk (`board.RESERVE_LAXITY`), and later
+jobs use its GPUs only when they will be done before it can start (EASY
+backfilling).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from gpufair.scheduler.policy.arrival import STACK_RATIO, hold_back_reason, outlook, paced_choice
+from gpufair.scheduler.policy.board import Board
+from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
+    RoundPlan, validate_fleet
+from gpufair.scheduler.policy.paced import Filler
+from gpufair.scheduler.policy.placement import choose
+from gpufair.scheduler.policy.priority import makespan_goal
+from gpufair.scheduler.policy.sliced import sliced_round
+
+_FULL = 1 - 1e-9
+
+
+class _Outlook:
+    """Per GPU, what a newcomer meets there: the residents' exclusive time
+    left (shortest, and until the GPU empties), how long they may be held
+    before the makespan goal, the next resident that would run (its
+    predicted SD and how fast a delay raises it), and when the job given
+    time there is done."""
+
+    def __init__(self, board: Board) -> None:
+        jobs, n_gpu = board.jobs, len(board.gpus)
+        goal = makespan_goal(jobs, board.now, n_gpu) if board.levers.queue != "sd" \
+            else board.goal
+        self.shortest = np.full(n_gpu, np.inf)
+        self.empty_at = np.zeros(n_gpu)
+        self.slack = np.full(n_gpu, np.inf)
+        self.busy_until = np.zeros(n_gpu)
+        self.top_sd, self.top_per_s = np.zeros(n_gpu), np.zeros(n_gpu)
+        self.runner: list[FleetJob | None] = [None] * n_gpu  # the job given the GPU
+        self._queues = [sorted(r, key=lambda i: board.rank[jobs[i].job])
+                        for r in board.residents]
+        self._head = [0] * n_gpu
+        self._done: set[int] = set()
+        self._board = board
+        for g, there in enumerate(board.residents):
+            if there:
+                self.resident(g, [jobs[k].remaining_s() for k in there], goal)
+            self._top(g)
+
+    def resident(self, g: int, rems: list[float], goal: float | None = None) -> None:
+        self.shortest[g] = min(self.shortest[g], *rems)
+        self.empty_at[g] = max(self.empty_at[g], *rems)
+        if goal is not None:
+            self.slack[g] = goal - self._board.now - max(rems)
+
+    def _top(self, g: int) -> None:
+        q, jobs = self._queues[g], self._board.jobs
+        while self._head[g] < len(q) and q[self._head[g]] in self._done:
+            self._head[g] += 1
+        if self._head[g] == len(q):
+            self.top_sd[g] = self.top_per_s[g] = 0.0
+            return
+        k = jobs[q[self._head[g]]]
+        self.top_sd[g] = (self._board.now - k.arrival_s + k.remaining_s()) / k.alone_s()
+        self.top_per_s[g] = 1.0 / k.alone_s()
+
+    def handled(self, index: int, gpus: Sequence[int], ran: bool) -> None:
+        """Job `index` had its turn on `gpus` (and ran there or not)."""
+        self._done.add(index)
+        rem = self._board.jobs[index].remaining_s()
+        for g in gpus:
+            if ran:
+                self.busy_until[g] = max(self.busy_until[g], rem)
+                self.runner[g] = self._board.jobs[index]
+            self._top(g)
+
+
+def _place(board: Board, job: FleetJob, filler: Filler, look: _Outlook
+           ) -> tuple[int, ...] | None:
+    """GPUs for waiting `job` now, or None after queueing it (module docstring)."""
+    room = board.room(job)
+    if board.levers.placement != "sd":
+        got = choose(board.levers.placement, job.num_gpus, np.flatnonzero(room), board.count,
+                     board.rng)
+        if got is None:
+            board.wait(job, look.empty_at, "no room")
+        return got
+    room &= board.backfill(job.remaining_s())
+    choice = paced_choice(job, room, filler.left >= _FULL, look.shortest, look.slack,
+                          look.top_sd, look.top_per_s, board.count, board.rng, board.node,
+                          board.cached(job))
+    if choice.gpus is not None:
+        return choice.gpus
+    running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
+    polite = (job.remaining_s() <= STACK_RATIO * look.shortest) & \
+        (job.remaining_s() <= look.slack)
+    board.wait(job, np.where(polite, look.busy_until, look.empty_at),
+               hold_back_reason(job, choice, running))
+    return None
+
+
+def _paced(board: Board) -> RoundPlan:
+    lv = board.levers
+    filler = Filler(len(board.gpus), board.interference, lv.min_share,
+                    joint=lv.split != "even", now=board.now, sd_cap=board.target)
+    look = _Outlook(board)
+    held: list[tuple[FleetJob, list[int]]] = []
+    for i in board.order:
+        job = board.jobs[i]
+        if job.waiting:
+            got = _place(board, job, filler, look)
+            if got is None:
+                continue
+            board.admit(i, got)
+            for g in got:
+                look.resident(g, [job.remaining_s()])
+            ranks = list(got)
+        else:
+            ranks = [board.pos[g] for g in job.gpus]
+        ran = filler.fit(job, ranks) is not None
+        if not ran:
+            held.append((job, ranks))
+        look.handled(i, ranks, ran)
+    for job, ranks in held:
+        filler.lend(job, ranks)
+    shares = {name: tuple(max(s, 0.0) for s in v) for name, v in filler.shares().items()}
+    for job, ranks in held:
+        shares.setdefault(job.job, (0.0,) * len(ranks))
+    return board.plan(shares, filler.splits(), outlook(board, look))
+
+
+def plan_round(jobs: Sequence[FleetJob], gpus: Sequence[Gpu], now: float, levers: Levers,
+               interference: Interference | None = None, seed: int = 0) -> RoundPlan:
+    """Admission, placement and (paced) shares and splits for one round."""
+    levers.validated()
+    validate_fleet(jobs, gpus)
+    board = Board(jobs, gpus, now, levers, interference or NoInterference(), seed)
+    return _paced(board) if levers.shares == "paced" else sliced_round(board)

@@ -1,0 +1,148 @@
+"""Placing a job under paced shares and `sd` placement: the rule one round
+applies to each waiting job in turn, and the same rule for a job that
+arrives between rounds, against what the last round left (`Outlook`), so a
+newcomer starts at once without a whole round (O(GPUs), numpy only).
+
+A newcomer may take GPU g when g has room for it, it is more urgent than
+the job running there (or none runs), and it holds nobody back for long:
+it needs at most `STACK_RATIO` of the remaining time of each job resident
+on g (a short job slips in and leaves; a long one would hold them to the
+end, and GPUs are never taken back, so the rest of the cluster could idle
+meanwhile), and they can afford that wait without passing the makespan
+goal. Among such GPUs the `sd` placement rule takes those that least raise
+the slow-down of the job held back (`placement.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from gpufair.scheduler.policy.fleet import FleetJob, Interference, Levers
+from gpufair.scheduler.policy.placement import choose
+from gpufair.scheduler.policy.priority import job_key
+
+if TYPE_CHECKING:  # the round's private state; imported for types only
+    from gpufair.scheduler.policy.board import Board
+
+STACK_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where a newcomer may go: the GPUs (positions, ascending) or None, the
+    GPUs it could run on at once were it not for holding others back, and
+    each GPU's score (the SD of the job it would hold back)."""
+
+    gpus: tuple[int, ...] | None
+    free: np.ndarray
+    score: np.ndarray
+
+
+def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
+                 slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
+                 count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
+                 cached: np.ndarray | None = None) -> Choice:
+    """The module docstring's rule. Per GPU: `room` and `free` (bool), the
+    shortest exclusive time left among its residents, how long they may be
+    held (makespan), and the held-back job's SD and 1/alone."""
+    rem = job.remaining_s()
+    polite = (rem <= STACK_RATIO * shortest) & (rem <= slack)
+    ok = room & free
+    score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
+    got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
+                 cached)
+    return Choice(got, ok, score)
+
+
+def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
+    """Why `job` cannot start although room exists (after `paced_choice` said None)."""
+    n = job.num_gpus
+    if choice.free.sum() >= n:
+        worst = float(np.sort(choice.score[choice.free])[n - 1])
+        return (f"would hold back longer jobs on every free GPU set "
+                f"(their max SD would rise to {worst:.2f})")
+    ahead = sorted(set(running))
+    if not ahead:
+        return "behind more urgent jobs"
+    more = ", ..." if len(ahead) > 3 else ""
+    return f"behind more urgent jobs: {', '.join(ahead[:3])}{more}"
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What a paced round left on every GPU (arrays by GPU position)."""
+
+    levers: Levers
+    now: float
+    target: float
+    goal: float
+    names: tuple[str, ...]
+    node: np.ndarray | None
+    count: np.ndarray
+    models: tuple[frozenset[str], ...]
+    shortest: np.ndarray
+    slack: np.ndarray
+    busy_until: np.ndarray
+    runner_key: tuple[tuple | None, ...]
+    runner_name: tuple[str, ...]
+    runner_sd: np.ndarray
+    runner_per_s: np.ndarray
+    reserved: np.ndarray
+    release_s: float
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Where an arriving job goes now (GPU names), or why it waits."""
+
+    gpus: tuple[str, ...] | None
+    reason: str
+    predicted_start_s: float
+
+
+def outlook(board: Board, look: object) -> Outlook:
+    """The round's end state (`look`: the paced round's `_Outlook`)."""
+    n = len(board.gpus)
+    runners = look.runner  # type: ignore[attr-defined]
+    sd, per_s = np.zeros(n), np.zeros(n)
+    keys: list[tuple | None] = [None] * n
+    for g, job in enumerate(runners):
+        if job is not None:
+            keys[g] = job_key(job, board.levers.queue, board.target, board.goal)
+            sd[g] = (board.now - job.arrival_s + job.remaining_s()) / job.alone_s()
+            per_s[g] = 1.0 / job.alone_s()
+    return Outlook(board.levers, board.now, board.target, board.goal,
+                   tuple(g.name for g in board.gpus), board.node, board.count.copy(),
+                   tuple(frozenset(m) for m in board.models), look.shortest.copy(),
+                   look.slack.copy(), look.busy_until.copy(), tuple(keys),
+                   tuple(j.job if j else "" for j in runners), sd, per_s,
+                   board.reserved.copy(), board.release_s)
+
+
+def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
+                  seed: int = 0) -> Arrival:
+    """Place `job` (waiting) against the last round's outlook (module docstring)."""
+    cap = view.levers.max_per_gpu
+    compat = np.array([all(interference.compatible(job.model, m) for m in there)
+                       for there in view.models], dtype=bool)
+    room = (view.count < cap) & compat
+    if job.remaining_s() > view.release_s:
+        room &= ~view.reserved
+    mine = job_key(job, view.levers.queue, view.target, view.goal)
+    free = np.array([k is None or mine < k for k in view.runner_key], dtype=bool)
+    held_sd = np.where(free, view.runner_sd, 0.0)
+    held_per_s = np.where(free, view.runner_per_s, 0.0)
+    choice = paced_choice(job, room, free, view.shortest, view.slack, held_sd, held_per_s,
+                          view.count, np.random.default_rng(seed), view.node)
+    if choice.gpus is not None:
+        return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
+    start = float(np.sort(view.busy_until[compat])[job.num_gpus - 1]) \
+        if compat.sum() >= job.num_gpus else float("inf")
+    if room.sum() < job.num_gpus:
+        return Arrival(None, f"no room: too few GPUs hold under {cap} jobs it may share",
+                       start)
+    running = [view.runner_name[g] for g in np.flatnonzero(room & ~free)]
+    return Arrival(None, hold_back_reason(job, choice, running), start)

@@ -1,0 +1,271 @@
+"""Paced GPU shares: the model, and how the planner hands shares out.
+
+A paced rank is held for part of every step so that it uses at most its
+commanded share s of its GPU's time; the time it leaves goes to the other
+ranks there. A real rank realises it by holding for w (1/s - 1) seconds
+after each step of w busy seconds. The model:
+- a job's ranks step together, so its speed is set by its tightest rank:
+  x_j = min_r s_r e_r / w_r steps/s, w_r = sec_per_step + sec_per_sample
+  b_r its exclusive busy seconds per step at batch b_r;
+- ranks running on one GPU interfere only while they overlap: with the
+  measured pair efficiency eta (`Interference.efficiency`, <= 1), a rank
+  whose neighbours there take a share S of the GPU keeps
+  e = 1 - (1 - eta) min(1, 2 S). Two saturating jobs time-sliced (S = 1/2
+  each) lose what was measured; a neighbour paced to a sliver costs little;
+  a held rank (s = 0) uses no GPU time and costs nothing (it keeps its
+  memory: residency is bounded apart, `Levers.max_per_gpu`);
+- a GPU's shares sum to at most 1, so every rank gets its share.
+
+The planner (`Filler`) works in two passes:
+1. most urgent first, a job runs alone on its GPUs at full speed when no
+   more urgent job runs on any of them, else it is held (`fit`);
+2. work conservation (`lend`): a held job whose GPUs are partly idle asks
+   the job running on each of its busy GPUs for a sliver (at most
+   `LEND_MAX` of it) and splits its batch so its ranks there carry few
+   samples: the published minibatch redistribution, here around a paced
+   neighbour. The lender re-splits too, away from the GPU it shares. The
+   loan is made only when the borrower's gain in GPU-equivalents of
+   exclusive speed exceeds `LEND_WEIGHT` times what the lenders lose, so
+   the more urgent jobs give up little and only for much, and never so
+   much that a lender's predicted slow-down passes the round's target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from gpufair.scheduler.policy.fleet import FleetJob, Interference
+from gpufair.scheduler.policy.model import even_split
+from gpufair.scheduler.policy.rounding import round_split
+
+LEND_MAX = 0.5  # of a lender's GPU; <= 1/2 keeps the borrower's own loss at its pair's
+LEND_WEIGHT = 2.0  # a loan must gain this many times what it costs the lenders
+
+
+def overlap_efficiency(pair_eta: float, others_share: float) -> float:
+    """Fraction of its speed a rank keeps when its neighbours take `others_share`."""
+    return 1.0 - (1.0 - pair_eta) * min(1.0, 2.0 * max(others_share, 0.0))
+
+
+@dataclass(frozen=True)
+class PacedRank:
+    """One rank under pacing: its GPU, share and exclusive cost at its batch."""
+
+    gpu: str
+    share: float
+    sec_per_step: float
+    sec_per_sample: float
+    batch: int
+
+    def work(self) -> float:
+        """Exclusive busy seconds of one step."""
+        return self.sec_per_step + self.sec_per_sample * self.batch
+
+
+@dataclass(frozen=True)
+class PacedJob:
+    """A resident job under pacing."""
+
+    model: str
+    global_batch: int
+    ranks: tuple[PacedRank, ...]
+
+
+def paced_speeds(jobs: Sequence[PacedJob], interference: Interference
+                 ) -> tuple[np.ndarray, dict[str, float]]:
+    """(samples/s per job, busy fraction per GPU) under the model above."""
+    running: dict[str, list[tuple[int, str, float]]] = {}
+    for i, job in enumerate(jobs):
+        for r in job.ranks:
+            if r.share > 0:
+                running.setdefault(r.gpu, []).append((i, job.model, r.share))
+    rates = np.zeros(len(jobs))
+    busy: dict[str, float] = {}
+    for i, job in enumerate(jobs):
+        if not job.ranks or min(r.share for r in job.ranks) <= 0:
+            continue
+        steps, used = np.inf, []
+        for r in job.ranks:
+            others = [(m, s) for k, m, s in running[r.gpu] if k != i]
+            eff = 1.0
+            if others:
+                eta = interference.efficiency(job.model, [m for m, _ in others])
+                eff = overlap_efficiency(eta, sum(s for _, s in others))
+            steps = min(steps, r.share * eff / r.work())
+            used.append((r.gpu, r.work() / eff))
+        rates[i] = job.global_batch * steps
+        for gpu, per_step in used:
+            busy[gpu] = busy.get(gpu, 0.0) + steps * per_step
+    return rates, busy
+
+
+def _joint_split(job: FleetJob, avail: Sequence[float], a: Sequence[float],
+                 c: Sequence[float]) -> tuple[int, ...]:
+    """Batches that let the ranks finish together with GPU time `avail` each
+    (rank r does b_r samples in (a_r + c_r b_r) / avail_r), within [1, cap]."""
+    n, total = len(avail), job.global_batch
+    cap = float(job.rank_cap if job.rank_cap is not None else total)
+    clamped: dict[int, float] = {}
+    target: dict[int, float] = {}
+    for _ in range(n):
+        free = [r for r in range(n) if r not in clamped]
+        left = total - sum(clamped.values())
+        if not free or left <= 0:
+            break
+        x = sum(avail[r] / c[r] for r in free) / (left + sum(a[r] / c[r] for r in free))
+        target = {r: (avail[r] / x - a[r]) / c[r] for r in free}
+        over = [r for r in free if target[r] > cap]
+        if not over:
+            break
+        for r in over:
+            clamped[r] = cap
+    weights = [clamped.get(r, target.get(r, 1.0)) for r in range(n)]
+    return round_split([max(w, 1e-9) for w in weights], total,
+                       [job.rank_cap] * n if job.rank_cap is not None else None)
+
+
+def best_fit(job: FleetJob, avail: Sequence[float], eff: Sequence[float], joint: bool,
+             split: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], float]:
+    """(split, steps/s) of `job` given GPU time `avail` and efficiency `eff`
+    per rank; the joint split when `joint`, else `split` (default even)."""
+    a = [job.sec_per_step / e for e in eff]
+    c = [job.sec_per_sample / e for e in eff]
+    uniform = min(avail) == max(avail) and min(eff) == max(eff)
+    if joint and len(avail) > 1 and not uniform:
+        split = _joint_split(job, avail, a, c)
+    elif joint and len(avail) > 1:  # equal ranks: the even split is the joint optimum
+        split = even_split(job.global_batch, job.num_gpus)
+    elif split is None:
+        split = job.split or even_split(job.global_batch, job.num_gpus)
+    steps = min(room / (ai + ci * b) for room, ai, ci, b in zip(avail, a, c, split))
+    return split, max(steps, 0.0)
+
+
+def exclusive_steps(job: FleetJob) -> float:
+    """Steps/s alone at the even split (what `exclusive_rate` is in steps)."""
+    return job.exclusive_rate / job.global_batch
+
+
+@dataclass
+class _Fit:
+    """A job given time this round."""
+
+    job: FleetJob
+    gpus: list[int]
+    split: tuple[int, ...]
+    steps: float
+    eff: list[float]
+    lender: bool = True  # ran alone in pass 1; may lend slivers
+
+    def shares(self) -> list[float]:
+        return [self.steps * (self.job.sec_per_step + self.job.sec_per_sample * b) / e
+                for b, e in zip(self.split, self.eff)]
+
+
+class Filler:
+    """Hands out GPU time (module docstring). GPUs are positions in the
+    per-GPU arrays; `left[g]` is the time not yet given out on GPU g."""
+
+    def __init__(self, num_gpus: int, interference: Interference, min_share: float,
+                 joint: bool, now: float = 0.0, sd_cap: float = float("inf")) -> None:
+        self.left = np.ones(num_gpus)
+        self._interference, self._min, self._joint = interference, min_share, joint
+        self._now, self._sd_cap = now, sd_cap
+        self._fits: dict[str, _Fit] = {}
+        self._on: dict[int, list[str]] = {}  # gpu -> jobs running there
+
+    def running(self, gpu: int) -> list[str]:
+        """The jobs given time on `gpu` so far this round."""
+        return list(self._on.get(gpu, ()))
+
+    def shares(self) -> dict[str, tuple[float, ...]]:
+        """Every job given time -> its per-rank shares."""
+        return {name: tuple(fit.shares()) for name, fit in self._fits.items()}
+
+    def splits(self) -> dict[str, tuple[int, ...]]:
+        """Every job given time -> its split."""
+        return {name: fit.split for name, fit in self._fits.items()}
+
+    def _commit(self, fit: _Fit) -> None:
+        old = self._fits.get(fit.job.job)
+        self._fits[fit.job.job] = fit
+        if old is None:
+            for g in fit.gpus:
+                self._on.setdefault(g, []).append(fit.job.job)
+        for g in fit.gpus:
+            used = 0.0
+            for name in self._on[g]:
+                other = self._fits[name]
+                used += other.shares()[other.gpus.index(g)]
+            self.left[g] = 1.0 - used
+
+    def _slowdown(self, job: FleetJob, steps: float) -> float:
+        """Predicted SD of `job` if it kept `steps` steps/s to the end."""
+        if steps <= 0:
+            return float("inf")
+        late = job.remaining_s() * exclusive_steps(job) / steps
+        return (self._now - job.arrival_s + late) / job.alone_s()
+
+    def fit(self, job: FleetJob, gpus: Sequence[int]) -> tuple[int, ...] | None:
+        """Pass 1: run `job` alone on `gpus` (its ranks in order) if nothing
+        runs on any of them; its split, else None (held)."""
+        if any(self._on.get(g) for g in gpus):
+            return None
+        avail = [float(self.left[g]) for g in gpus]
+        if min(avail) < self._min:
+            return None
+        split, steps = best_fit(job, avail, [1.0] * len(gpus), self._joint)
+        if steps <= 0:
+            return None
+        self._commit(_Fit(job, list(gpus), split, steps, [1.0] * len(gpus)))
+        return split
+
+    def lend(self, job: FleetJob, gpus: Sequence[int]) -> tuple[int, ...] | None:
+        """Pass 2: run a held `job` on slivers of its busy GPUs (module docstring)."""
+        avail, eff, lenders = [], [], []
+        for g in gpus:
+            there = self._on.get(g, [])
+            if not there:
+                avail.append(float(self.left[g]))
+                eff.append(1.0)
+                lenders.append(None)
+                continue
+            if len(there) > 1 or not self._fits[there[0]].lender:
+                return None
+            lender = self._fits[there[0]]
+            avail.append(min(LEND_MAX, lender.shares()[lender.gpus.index(g)]))
+            eff.append(self._interference.efficiency(job.model, [lender.job.model]))
+            lenders.append(lender)
+        if min(avail) < self._min or all(x is None for x in lenders):
+            return None
+        split, steps = best_fit(job, avail, eff, self._joint)
+        mine = _Fit(job, list(gpus), split, steps, eff, lender=False)
+        if steps <= 0:
+            return None
+        taken = {g: s for g, s, x in zip(gpus, mine.shares(), lenders) if x is not None}
+        loss, refits = 0.0, []
+        for lender in {id(x): x for x in lenders if x is not None}.values():
+            l_avail, l_eff = [], []
+            for g in lender.gpus:
+                if g in taken:
+                    l_avail.append(1.0 - taken[g])
+                    pair = self._interference.efficiency(lender.job.model, [job.model])
+                    l_eff.append(overlap_efficiency(pair, taken[g]))
+                else:
+                    l_avail.append(float(self.left[g]) + lender.shares()[lender.gpus.index(g)])
+                    l_eff.append(1.0)
+            l_split, l_steps = best_fit(lender.job, l_avail, l_eff, self._joint, lender.split)
+            if self._slowdown(lender.job, l_steps) > self._sd_cap:
+                return None
+            loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
+            refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff))
+        gain = job.num_gpus * steps / exclusive_steps(job)
+        if gain <= LEND_WEIGHT * max(loss, 0.0):
+            return None
+        for refit in refits:
+            self._commit(refit)
+        self._commit(mine)
+        return split

@@ -1,0 +1,122 @@
+"""Placement rules: which GPUs an admitted job gets (pure, seeded).
+
+Every rule chooses among *candidate* GPUs only: those with room for one
+more resident job (`Levers.max_per_gpu`) and no job the newcomer cannot
+share a GPU with (a pair measured unable to co-run). None means fewer than
+`need` candidates; the job then stays queued. The rules:
+
+- `least-loaded`: the candidates holding the fewest jobs, ties broken by a
+  seeded random draw (Kubernetes' LeastAllocated scoring, GPU by GPU).
+- `packed`: first fit onto the lowest-numbered candidates, the way
+  bin-packing scorers (Kubernetes' MostAllocated) fill busy nodes first.
+  Draws no random numbers.
+- `random`: `need` candidates drawn uniformly (seeded).
+- `sd`: the candidates with the smallest *score*, the caller's predicted
+  slow-down of the jobs the newcomer would touch there (`policy/admission.py`
+  says what it predicts). The job's outcome is set by its worst GPU, so
+  the set that minimises the largest score is the `need` smallest scores:
+  this greedy choice is exact, not a heuristic. Ties go to GPUs holding
+  fewer jobs, then (multi-GPU jobs) to GPUs of one node, then to a node
+  whose cache holds the job's dataset, then to the lowest numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from gpufair.common.errors import InvalidArgument
+from gpufair.scheduler.policy.fleet import PLACEMENTS
+
+DEFAULT_PLACEMENT = "least-loaded"
+_Rule = Callable[[np.ndarray, np.ndarray, int, np.random.Generator], np.ndarray]
+
+
+def _least_loaded(cand: np.ndarray, count: np.ndarray, need: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    ties = rng.random(len(cand))
+    return cand[np.lexsort((ties, count[cand]))[:need]]
+
+
+def _packed(cand: np.ndarray, count: np.ndarray, need: int,
+            rng: np.random.Generator) -> np.ndarray:
+    return cand[:need]
+
+
+def _random(cand: np.ndarray, count: np.ndarray, need: int,
+            rng: np.random.Generator) -> np.ndarray:
+    return cand[rng.choice(len(cand), size=need, replace=False)]
+
+
+_RULES: dict[str, _Rule] = {"least-loaded": _least_loaded, "packed": _packed,
+                            "random": _random}
+
+
+def placement_names() -> tuple[str, ...]:
+    """Every placement rule, the default first."""
+    return PLACEMENTS
+
+
+def check_placement(name: str) -> str:
+    """Return `name` if it is a placement rule, else InvalidArgument naming the choices."""
+    if name not in PLACEMENTS:
+        raise InvalidArgument(f"unknown placement {name!r}; choose one of "
+                              f"{', '.join(placement_names())}")
+    return name
+
+
+def _by_score(cand: np.ndarray, count: np.ndarray, need: int, score: np.ndarray,
+              node: np.ndarray | None, cached: np.ndarray | None) -> np.ndarray:
+    """The `sd` rule (module docstring); `cand` ascending."""
+    s, c = score[cand], count[cand]
+    order = np.lexsort((cand, c, s))
+    best = cand[order[:need]]
+    if node is None or need == 1 and cached is None:
+        return best
+    # Any set whose worst score ties the best one's may be taken: prefer one node,
+    # then a node caching the dataset, then the node left fullest (best fit).
+    tie = cand[s <= score[best].max() * (1 + 1e-9) + 1e-12]
+    per_node = np.bincount(node[tie], minlength=int(node.max()) + 1)
+    fits = np.flatnonzero(per_node >= need)
+    if len(fits):
+        is_cached = np.zeros(len(fits), dtype=bool)
+        if cached is not None:
+            node_cached = np.zeros(len(per_node), dtype=bool)
+            node_cached[node[cached]] = True
+            is_cached = node_cached[fits]
+        pick = fits[np.lexsort((fits, per_node[fits], ~is_cached))[0]]
+        members = tie[node[tie] == pick]
+        return members[np.lexsort((members, count[members], score[members]))[:need]]
+    if cached is not None:
+        pref = np.lexsort((cand, ~cached[cand], c, s))
+        return cand[pref[:need]]
+    return best
+
+
+def choose(rule: str, need: int, candidates: np.ndarray, count: np.ndarray,
+           rng: np.random.Generator, score: np.ndarray | None = None,
+           node: np.ndarray | None = None, cached: np.ndarray | None = None
+           ) -> tuple[int, ...] | None:
+    """GPU positions (ascending) for a job needing `need` GPUs, or None.
+
+    `candidates`: the eligible GPU positions, ascending; `count[g]`: jobs on
+    GPU g; `score`, `node`, `cached` (bool per GPU) only matter to `sd`."""
+    if need < 1:
+        raise InvalidArgument(f"a job needs at least 1 GPU, not {need}")
+    check_placement(rule)
+    if len(candidates) < need:
+        return None
+    if rule == "sd":
+        scores = score if score is not None else np.zeros(len(count))
+        picked = _by_score(candidates, count, need, scores, node, cached)
+    else:
+        picked = _RULES[rule](candidates, count, need, rng)
+    return tuple(sorted(int(g) for g in picked))
+
+
+def choose_gpus(rule: str, occupancy: Sequence[int], need: int, cap: int,
+                rng: np.random.Generator) -> tuple[int, ...] | None:
+    """`choose` over GPUs that hold fewer than `cap` jobs, no scores."""
+    count = np.asarray(occupancy, dtype=int)
+    return choose(rule, need, np.flatnonzero(count < cap), count, rng)

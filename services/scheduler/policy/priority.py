@@ -1,0 +1,129 @@
+"""Queue order: who is admitted first and, with paced shares, who runs.
+
+- `fifo`: arrival order (Kubernetes' default queue).
+- `las`: least attained GPU service first, as Tiresias' discretised 2D-LAS:
+  a job's level is the decade of its attained GPU-hours (under 1, 1-10,
+  10-100, ...), lower levels first, arrival order within a level, so jobs of
+  like service do not swap the GPU back and forth. Tiresias' starvation
+  promotion is left out.
+- `sd`: earliest slow-down deadline first. Job j's deadline at a slow-down
+  target S is D_j = arrival_j + S * alone_j: the latest finish that keeps
+  SD_j <= S. Earliest-deadline-first is optimal for such deadlines on one
+  machine with free preemption, and minimising the largest SD (max
+  stretch) this way is the classic result for it (Bender, Chakrabarti and
+  Muthukrishnan, SODA 1998). S is the smallest target the *fluid* cluster
+  meets (`sd_target`): every job runs at most at its exclusive speed, and
+  the jobs due by any deadline fit into the GPU-seconds before it;
+  bisection on S, recomputed every round. When the cluster keeps up S is 1
+  and the order is arrival order; as it falls behind S grows and short
+  jobs move ahead, since a short job's SD grows fastest while it waits
+  (dSD/dt = 1/alone). No starvation: for a given S a job's deadline is
+  fixed, and S only grows while deadlines slip, so every waiting job
+  eventually holds the earliest one.
+
+  Two refinements, both measured on the shared mixes and on Gavel-style
+  traces (bench/scheduler/README.md):
+  * a job on n GPUs gets the target S * min(sqrt(n), `WIDE_CAP`): a wide
+    job holds many GPUs, and letting it wait a little longer than narrow
+    ones shortens the mean completion time (the next objective) while its
+    slow-down stays within `WIDE_CAP` times the target;
+  * no deadline lies past the makespan goal (`makespan_goal`), and jobs
+    due then go longest first: a long job pushed to the end would run
+    alone while the rest of the cluster idles (utilisation, the third
+    objective).
+
+Why not the split LP's instantaneous max-min (`sd-maxmin`): it assumes
+every job keeps its current rate to the end, so it shares GPUs between a
+short and a long job to equalise their *predicted* SDs; the short job
+then really finishes late while the long one gains nothing. Two jobs of
+1 and 10 GPU-hours arriving together on one GPU: equal shares give the
+short one SD 2; deadline order gives SDs 1 and 1.1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from gpufair.scheduler.policy.fleet import FleetJob
+
+_BISECT = 40
+WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow jobs'
+MAKESPAN_SLACK = 0.2  # the makespan goal: this much above its lower bound
+LAS_QUANTUM_S = 3600.0  # the first LAS level: one GPU-hour of service
+
+
+def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
+    """The smallest slow-down S the fluid cluster meets (module docstring)."""
+    if not jobs:
+        return 1.0
+    arrival = np.array([j.arrival_s for j in jobs])
+    alone = np.array([j.alone_s() for j in jobs])
+    rem = np.array([j.remaining_s() for j in jobs])
+    work = rem * np.array([j.num_gpus for j in jobs])
+    lower = float(max(1.0, np.max((now - arrival + rem) / alone)))
+
+    def feasible(s: float) -> bool:
+        due = arrival + s * alone - now
+        order = np.argsort(due, kind="stable")
+        return bool(np.all(np.cumsum(work[order]) <= num_gpus * due[order] * (1 + 1e-12)))
+
+    if feasible(lower):
+        return lower
+    upper = float(np.max((work.sum() / num_gpus + now - arrival) / alone))
+    upper = max(upper, lower) * 1.000001 + 1e-9
+    for _ in range(_BISECT):
+        mid = 0.5 * (lower + upper)
+        lower, upper = (lower, mid) if feasible(mid) else (mid, upper)
+        if upper - lower <= 1e-6 * upper:
+            break
+    return upper
+
+
+def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
+    """When the jobs present should all be done: `MAKESPAN_SLACK` above the
+    makespan's lower bound (every job alone from its arrival; all remaining
+    work packed onto the GPUs), measured from the oldest job's arrival."""
+    if not jobs:
+        return now
+    origin = min(j.arrival_s for j in jobs)
+    bound = max(max(j.arrival_s + j.alone_s() for j in jobs),
+                now + sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus)
+    return origin + (1 + MAKESPAN_SLACK) * (bound - origin)
+
+
+def deadline(job: FleetJob, target: float, goal: float) -> float:
+    """The `sd` rule's deadline of `job` at slow-down target `target`."""
+    wide = min(math.sqrt(job.num_gpus), WIDE_CAP)
+    return min(job.arrival_s + target * wide * job.alone_s(), goal)
+
+
+def las_level(attained_s: float) -> int:
+    """Tiresias-style queue level: 0 under `LAS_QUANTUM_S` GPU-seconds, then one per decade."""
+    if attained_s < LAS_QUANTUM_S:
+        return 0
+    return 1 + int(math.log10(attained_s / LAS_QUANTUM_S))
+
+
+def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.inf) -> tuple:
+    """Sort key of `job` under `rule` (smaller: more urgent); `target` and
+    `goal` are the `sd` rule's slow-down target and makespan goal."""
+    if rule == "fifo":
+        return job.arrival_s, job.job
+    if rule == "las":
+        return las_level(job.attained_s), job.arrival_s, job.job
+    return deadline(job, target, goal), -job.remaining_s(), job.job
+
+
+def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: int
+                   ) -> tuple[list[int], float, float]:
+    """Indices of `jobs`, most urgent first, and the `sd` rule's slow-down
+    target S and makespan goal (1 and infinity under the other rules)."""
+    target, goal = 1.0, math.inf
+    if rule == "sd":
+        target = sd_target(jobs, now, num_gpus)
+        goal = makespan_goal(jobs, now, num_gpus)
+    keys = [job_key(j, rule, target, goal) for j in jobs]
+    return sorted(range(len(jobs)), key=keys.__getitem__), target, goal
