@@ -29,7 +29,7 @@ from gpufair.scheduler.policy.types import JobState
 from gpufair.scheduler.sim import SimConfig, Simulator, load_colocation, load_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run_bench import mixes  # noqa: E402  (the benchmark's own job mixes)
+from workloads import mixes  # noqa: E402  (the benchmark's own job mixes)
 
 CELLS = [("k80", "1"), ("k80", "3"), ("p100", "2"), ("p100", "3"), ("p100", "4")]
 _CHOSEN = PolicyConfig(min_change=0.0)

@@ -12,12 +12,14 @@ share a GPU with (a pair measured unable to co-run). None means fewer than
   Draws no random numbers.
 - `random`: `need` candidates drawn uniformly (seeded).
 - `sd`: the candidates with the smallest *score*, the caller's predicted
-  slow-down of the jobs the newcomer would touch there (`policy/admission.py`
-  says what it predicts). The job's outcome is set by its worst GPU, so
-  the set that minimises the largest score is the `need` smallest scores:
-  this greedy choice is exact, not a heuristic. Ties go to GPUs holding
-  fewer jobs, then (multi-GPU jobs) to GPUs of one node, then to a node
-  whose cache holds the job's dataset, then to the lowest numbers.
+  slow-down of the jobs the newcomer would touch there (`arrival.py` and
+  `sliced.py` say what they predict). The job's outcome is set by its
+  worst GPU, so the smallest possible largest score is the `need`-th
+  smallest score, and any `need` GPUs within it reach it: this choice is
+  exact, not a heuristic. Among those it takes the GPUs holding the
+  fewest jobs, (multi-GPU jobs) all in one node when one node can hold
+  it, preferring a node whose cache holds the job's dataset, then the
+  node left fullest; then the lowest scores and numbers.
 """
 
 from __future__ import annotations
@@ -69,29 +71,26 @@ def check_placement(name: str) -> str:
 def _by_score(cand: np.ndarray, count: np.ndarray, need: int, score: np.ndarray,
               node: np.ndarray | None, cached: np.ndarray | None) -> np.ndarray:
     """The `sd` rule (module docstring); `cand` ascending."""
-    s, c = score[cand], count[cand]
-    order = np.lexsort((cand, c, s))
-    best = cand[order[:need]]
-    if node is None or need == 1 and cached is None:
-        return best
-    # Any set whose worst score ties the best one's may be taken: prefer one node,
-    # then a node caching the dataset, then the node left fullest (best fit).
-    tie = cand[s <= score[best].max() * (1 + 1e-9) + 1e-12]
-    per_node = np.bincount(node[tie], minlength=int(node.max()) + 1)
-    fits = np.flatnonzero(per_node >= need)
-    if len(fits):
-        is_cached = np.zeros(len(fits), dtype=bool)
-        if cached is not None:
-            node_cached = np.zeros(len(per_node), dtype=bool)
-            node_cached[node[cached]] = True
-            is_cached = node_cached[fits]
-        pick = fits[np.lexsort((fits, per_node[fits], ~is_cached))[0]]
-        members = tie[node[tie] == pick]
-        return members[np.lexsort((members, count[members], score[members]))[:need]]
-    if cached is not None:
-        pref = np.lexsort((cand, ~cached[cand], c, s))
-        return cand[pref[:need]]
-    return best
+    bound = np.partition(score[cand], need - 1)[need - 1]
+    # Every set within the bound is as good on the largest score: take the GPUs
+    # holding the fewest jobs, preferring one node, then one caching the dataset,
+    # then the node left fullest (best fit).
+    tie = cand[score[cand] <= bound * (1 + 1e-9) + 1e-12]
+    pick_from = tie
+    if node is not None and (need > 1 or cached is not None):
+        per_node = np.bincount(node[tie], minlength=int(node.max()) + 1)
+        fits = np.flatnonzero(per_node >= need)
+        if len(fits):
+            is_cached = np.zeros(len(fits), dtype=bool)
+            if cached is not None:
+                node_cached = np.zeros(len(per_node), dtype=bool)
+                node_cached[node[cached]] = True
+                is_cached = node_cached[fits]
+            chosen = fits[np.lexsort((fits, per_node[fits], ~is_cached))[0]]
+            pick_from = tie[node[tie] == chosen]
+        elif cached is not None:
+            return tie[np.lexsort((tie, score[tie], count[tie], ~cached[tie]))[:need]]
+    return pick_from[np.lexsort((pick_from, score[pick_from], count[pick_from]))[:need]]
 
 
 def choose(rule: str, need: int, candidates: np.ndarray, count: np.ndarray,

@@ -226,7 +226,7 @@ class Simulator:
                 now = max(now, pending[0].arrival_s)
             rates, busy = self._speeds(now)
             horizon = [pending[0].arrival_s] if pending else []
-            if self._jobs and ticks_matter:
+            if self._jobs and ticks_matter and self._contended():
                 horizon.append(next_tick)
             horizon += [now + (self._jobs[n].trace.total_samples - self._jobs[n].done) / r
                         for n, r in rates.items() if r > 0]
@@ -252,7 +252,8 @@ class Simulator:
             while pending and pending[0].arrival_s <= now:
                 self._arrive(pending.pop(0), crowd)
                 changed = True
-            tick = now >= next_tick - 1e-9
+            # A period only matters while jobs contend (someone waits or shares a GPU).
+            tick = now >= next_tick - 1e-9 and self._contended()
             if self._jobs and (changed or (tick and paced)):
                 spent = self._plan(now)
                 round_s, rounds = round_s + spent, rounds + 1
@@ -271,6 +272,9 @@ class Simulator:
                          makespan, util, decisions, decision_s, cfg.placement,
                          float(uneven_s / multi_s) if multi_s > 0 else 0.0,
                          cfg.queue, cfg.shares, rounds, round_s)
+
+    def _contended(self) -> bool:
+        return any(len(o) > 1 for o in self._occ) or any(not j.gpus for j in self._jobs.values())
 
     def _arrive(self, job: TraceJob, crowd: float) -> None:
         cost = self._colo.cost(job.model)

@@ -1,7 +1,8 @@
 """Synthetic cluster snapshots for decision-time benchmarks and tests: jobs
 with random costs and progress, and the snapshot one scheduling period
 later as a service would see it (splits applied, progress at the model's
-speeds, re-measured costs, a few jobs replaced)."""
+speeds, re-measured costs, a few jobs replaced); and fleets of resident and
+waiting jobs for the round planner."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Mapping
 
 from gpufair.scheduler.policy import (ClusterState, Decision, JobState, RankState, even_split,
                                       shared_rates)
+from gpufair.scheduler.policy.fleet import FleetJob, Gpu
 
 
 def _pick_gpus(n: int, load: list[int], rng: random.Random, node: int | None) -> list[int]:
@@ -81,3 +83,33 @@ def next_period(cluster: ClusterState, decisions: Mapping[str, Decision], n_gpus
     fresh = [_new_job(f"new{seed}-{i}", n_gpus, load, rng, widths, node)
              for i in range(len(gone))]
     return ClusterState(tuple(kept + fresh))
+
+
+def synthetic_fleet(n_jobs: int, n_gpus: int, seed: int, waiting: int = 0, node: int = 8
+                    ) -> tuple[list[FleetJob], list[Gpu]]:
+    """`n_jobs` resident jobs of 1-8 GPUs (most 1) spread least-loaded over
+    `n_gpus` GPUs in nodes of `node`, with random costs and progress, plus
+    `waiting` jobs that just arrived: the round planner's decision-time
+    bench (seeded)."""
+    rng = random.Random(seed)
+    gpus = [Gpu(f"g{i}", f"n{i // node}") for i in range(n_gpus)]
+    load = [0] * n_gpus
+    jobs = []
+    for j in range(n_jobs + waiting):
+        n = rng.choice([1, 1, 1, 1, 2, 4, 8])
+        batch = 32 * n
+        rate = rng.uniform(50, 2000) * n  # samples/s alone
+        total = rng.uniform(1e5, 1e7)
+        step = batch / rate  # exclusive step time, a tenth of it fixed
+        cost = dict(sec_per_sample=0.9 * step * n / batch, sec_per_step=0.1 * step)
+        if j < n_jobs:
+            on = sorted(range(n_gpus), key=lambda g: (load[g], rng.random()))[:n]
+            for g in on:
+                load[g] += 1
+            jobs.append(FleetJob(f"j{j}", n, batch, rng.uniform(0, 3600), total, rate,
+                                 samples_done=rng.uniform(0, 0.9 * total), model="m",
+                                 gpus=tuple(f"g{g}" for g in on),
+                                 split=even_split(batch, n), **cost))
+        else:
+            jobs.append(FleetJob(f"w{j}", n, batch, 3600.0, total, rate, model="m", **cost))
+    return jobs, gpus

@@ -1,0 +1,97 @@
+"""Paced shares: the speed model and how the planner hands GPU time out."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufair.scheduler.policy.fleet import FleetJob, NoInterference
+from gpufair.scheduler.policy.paced import (LEND_MAX, Filler, PacedJob, PacedRank, best_fit,
+                                            overlap_efficiency, paced_speeds)
+
+
+class Pairs:
+    """Every pair keeps `eta` of its time-sliced speed."""
+
+    def __init__(self, eta: float) -> None:
+        self.eta = eta
+
+    def efficiency(self, model, neighbours):
+        return self.eta if neighbours else 1.0
+
+    def compatible(self, model, other):
+        return True
+
+
+def rank(gpu: str, share: float, batch: int = 8) -> PacedRank:
+    return PacedRank(gpu, share, 0.1, 0.0125, batch)  # 0.2 s a step at batch 8
+
+
+def test_a_rank_gets_its_share_and_the_tightest_rank_sets_the_speed():
+    rates, busy = paced_speeds([PacedJob("m", 16, (rank("a", 1.0), rank("b", 0.5)))],
+                               NoInterference())
+    assert rates[0] == pytest.approx(16 * 0.5 / 0.2)  # b's half of the GPU sets the pace
+    assert busy == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+
+
+def test_held_ranks_cost_nothing_and_interference_grows_with_the_neighbours_share():
+    alone = paced_speeds([PacedJob("x", 8, (rank("g", 1.0),)),
+                          PacedJob("y", 8, (rank("g", 0.0),))], Pairs(0.6))[0]
+    assert alone[0] == pytest.approx(8 / 0.2) and alone[1] == 0
+    half = paced_speeds([PacedJob("x", 8, (rank("g", 0.5),)),
+                         PacedJob("y", 8, (rank("g", 0.5),))], Pairs(0.6))[0]
+    assert half[0] == pytest.approx(8 * 0.5 * 0.6 / 0.2)  # the measured pair loss
+    sliver = paced_speeds([PacedJob("x", 8, (rank("g", 0.9),)),
+                           PacedJob("y", 8, (rank("g", 0.1),))], Pairs(0.6))[0]
+    assert sliver[0] == pytest.approx(8 * 0.9 * overlap_efficiency(0.6, 0.1) / 0.2)
+    assert overlap_efficiency(0.6, 0.0) == 1.0 and overlap_efficiency(0.6, 0.7) == 0.6
+
+
+def fleet_job(name: str, gpus: int, batch: int = 64, done: float = 0.0, arrival: float = 0.0,
+              total: float = 1e5) -> FleetJob:
+    return FleetJob(name, gpus, batch, arrival, total, 100.0 * gpus, 0.01, 0.05, done, "m",
+                    rank_cap=batch)
+
+
+def test_the_joint_split_moves_samples_off_the_rank_with_less_time():
+    job = fleet_job("j", 2)
+    split, steps = best_fit(job, [1.0, 0.25], [1.0, 1.0], joint=True)
+    assert sum(split) == 64 and split[0] > split[1] >= 1
+    even_split, even_steps = best_fit(job, [1.0, 0.25], [1.0, 1.0], joint=False)
+    assert even_split == (32, 32) and steps > 2 * even_steps
+    # Ranks then finish together (to rounding), each within its time.
+    times = [(0.05 + 0.01 * b) / a for b, a in zip(split, (1.0, 0.25))]
+    assert max(times) - min(times) < 0.01 / 0.25 + 1e-9
+
+
+def test_more_urgent_jobs_run_alone_and_others_are_held():
+    filler = Filler(3, NoInterference(), 0.05, joint=True)
+    assert filler.fit(fleet_job("a", 2), [0, 1]) == (32, 32)
+    assert filler.fit(fleet_job("b", 2), [1, 2]) is None  # GPU 1 is taken
+    assert filler.fit(fleet_job("c", 1), [2]) == (64,)
+    shares = filler.shares()
+    assert shares["a"] == pytest.approx((1.0, 1.0)) and shares["c"] == pytest.approx((1.0,))
+    assert filler.left == pytest.approx([0.0, 0.0, 0.0])
+
+
+def test_a_held_job_borrows_a_sliver_and_every_gpu_stays_within_its_time():
+    filler = Filler(3, Pairs(0.8), 0.05, joint=True)
+    small = fleet_job("small", 1, batch=64)
+    wide = fleet_job("wide", 3, batch=96)
+    assert filler.fit(small, [0]) is not None
+    assert filler.fit(wide, [0, 1, 2]) is None
+    split = filler.lend(wide, [0, 1, 2])
+    assert split is not None and split[0] < split[1] and sum(split) == 96
+    shares = filler.shares()
+    assert 0 < shares["wide"][0] <= LEND_MAX
+    assert shares["small"][0] + shares["wide"][0] <= 1 + 1e-9
+    assert all(-1e-9 <= x <= 1 for x in filler.left)
+
+
+def test_no_loan_that_would_push_a_lender_past_the_slow_down_cap():
+    # The lender is exactly on its target (SD 1.0 at full speed, cap 1.0): any loan
+    # would slow it past the cap.
+    lender = fleet_job("urgent", 1, arrival=-500.0, done=5e4)  # 500 s in, 500 s left alone
+    filler = Filler(3, Pairs(0.8), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(lender, [0]) is not None
+    assert filler.lend(fleet_job("wide", 3, batch=96), [0, 1, 2]) is None
+    assert filler.shares()["urgent"] == pytest.approx((1.0,))

@@ -1,0 +1,93 @@
+"""Queue order: the slow-down target, deadline order, LAS levels, FIFO."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufair.scheduler.policy.fleet import FleetJob
+from gpufair.scheduler.policy.priority import (WIDE_CAP, deadline, las_level, makespan_goal,
+                                               priority_order, sd_target)
+
+
+def job(name: str, alone_s: float, arrival: float = 0.0, gpus: int = 1, done: float = 0.0,
+        attained: float = 0.0) -> FleetJob:
+    """A job whose exclusive time is `alone_s` (1 sample/s)."""
+    return FleetJob(name, gpus, 8 * gpus, arrival, alone_s, 1.0, 0.1, 0.0, done,
+                    attained_s=attained)
+
+
+def test_short_job_first_when_both_arrive_on_a_busy_gpu():
+    # 1 and 10 GPU-hours on one GPU: deadline order runs the short one first, for SDs
+    # 1 and 1.1, where sharing equally would give the short one SD 2.
+    jobs = [job("long", 36000.0), job("short", 3600.0)]
+    order, target, _ = priority_order(jobs, 0.0, "sd", num_gpus=1)
+    assert [jobs[i].job for i in order] == ["short", "long"]
+    assert target == pytest.approx(1.1, rel=1e-4)
+
+
+def test_target_is_one_when_the_cluster_keeps_up_and_grows_when_it_falls_behind():
+    light = [job(f"j{i}", 100.0) for i in range(4)]
+    assert sd_target(light, 0.0, num_gpus=4) == pytest.approx(1.0)
+    heavy = [job(f"j{i}", 100.0) for i in range(8)]
+    # Eight equal jobs on four GPUs: the best max SD is 2 (half wait one job length).
+    assert sd_target(heavy, 0.0, num_gpus=4) == pytest.approx(2.0, rel=1e-4)
+
+
+@given(st.lists(st.tuples(st.floats(1, 1e4), st.floats(0, 1e3), st.sampled_from([1, 2, 4])),
+                min_size=1, max_size=12), st.integers(1, 8))
+@settings(max_examples=200, deadline=None)
+def test_the_target_is_the_smallest_the_fluid_cluster_meets(specs, gpus):
+    jobs = [job(f"j{i}", a, arr, min(n, gpus)) for i, (a, arr, n) in enumerate(specs)]
+    now = max(j.arrival_s for j in jobs)
+    target = sd_target(jobs, now, gpus)
+
+    def meets(s: float) -> bool:
+        due = sorted((j.arrival_s + s * j.alone_s() - now, j.remaining_s() * j.num_gpus,
+                      j.remaining_s()) for j in jobs)
+        total = 0.0
+        for d, work, rem in due:
+            total += work
+            if rem > d * (1 + 1e-9) or total > gpus * d * (1 + 1e-9):
+                return False
+        return True
+
+    assert target >= 1.0 and meets(target * (1 + 1e-5))
+    assert target == pytest.approx(1.0) or not meets(target * (1 - 1e-3))
+
+
+def test_wide_jobs_get_a_later_deadline_capped():
+    narrow, wide = job("n", 100.0), job("w", 100.0, gpus=16)
+    assert deadline(wide, 2.0, 1e9) == pytest.approx(2.0 * WIDE_CAP * 100.0)
+    assert deadline(narrow, 2.0, 1e9) == pytest.approx(200.0)
+    assert deadline(wide, 2.0, 150.0) == 150.0  # never past the makespan goal
+
+
+def test_makespan_goal_bounds_every_job_alone_and_the_packed_work():
+    jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
+    goal = makespan_goal(jobs, now=60.0, num_gpus=2)
+    assert goal >= 1050.0 and goal >= 60.0 + (100 + 1000 + 40) / 2
+
+
+def test_jobs_due_at_the_makespan_goal_go_longest_first():
+    # Twenty short jobs make the slow-down target large (~10) on two GPUs, so the two
+    # long jobs' slow-down deadlines lie past the makespan goal: both are due then,
+    # and the longer goes first, or it would run alone at the end.
+    jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [job("mid", 900.0),
+                                                          job("long", 1000.0)]
+    order, target, goal = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    names = [jobs[i].job for i in order]
+    assert target > 5 and names[-2:] == ["long", "mid"]
+    assert deadline(jobs[-1], target, goal) == goal == deadline(jobs[-2], target, goal)
+
+
+def test_fifo_and_las_orders():
+    jobs = [job("late", 10.0, arrival=5.0), job("early", 10.0, arrival=1.0, attained=7200.0),
+            job("fresh", 10.0, arrival=3.0, attained=100.0)]
+    fifo, _, _ = priority_order(jobs, 10.0, "fifo", 4)
+    assert [jobs[i].job for i in fifo] == ["early", "fresh", "late"]
+    las, _, _ = priority_order(jobs, 10.0, "las", 4)
+    # Level 0 (under an hour of service) first, arrival order within it.
+    assert [jobs[i].job for i in las] == ["fresh", "late", "early"]
+    assert [las_level(s) for s in (0, 3599, 3600, 35_999, 36_000)] == [0, 0, 1, 1, 2]

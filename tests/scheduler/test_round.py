@@ -1,0 +1,179 @@
+"""One scheduling round (`plan_round`): the invariants every plan keeps,
+placement against brute force, reservations, and arrivals between rounds."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufair.common.errors import InvalidArgument
+from gpufair.scheduler.policy.admission import plan_round
+from gpufair.scheduler.policy.arrival import place_arrival
+from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers
+from gpufair.scheduler.policy.model import even_split
+from gpufair.scheduler.policy.placement import choose
+
+
+class Models:
+    """Jobs of models 'x' and 'y' cannot share a GPU; other pairs keep 0.7."""
+
+    def efficiency(self, model, neighbours):
+        return 0.7 if neighbours else 1.0
+
+    def compatible(self, model, other):
+        return {model, other} != {"x", "y"}
+
+
+def make_job(name, gpus, arrival, total, done=0.0, on=(), model="m", rate=100.0):
+    batch = 16 * gpus
+    return FleetJob(name, gpus, batch, arrival, total, rate * gpus, 0.008, 0.02, done, model,
+                    rank_cap=2 * 16, gpus=tuple(on),
+                    split=even_split(batch, gpus) if on else ())
+
+
+@st.composite
+def fleets(draw):
+    n_gpu = draw(st.integers(2, 10))
+    gpus = [Gpu(f"g{i}", f"n{i // 4}") for i in range(n_gpu)]
+    cap = draw(st.integers(1, 3))
+    load = [0] * n_gpu
+    jobs = []
+    for i in range(draw(st.integers(1, 12))):
+        width = draw(st.integers(1, min(3, n_gpu)))
+        total = draw(st.floats(1e3, 1e6))
+        model = draw(st.sampled_from(["m", "x", "y"]))
+        resident = draw(st.booleans())
+        on = []
+        if resident:
+            room = [g for g in range(n_gpu) if load[g] < cap and all(
+                Models().compatible(model, j.model) for j in jobs if f"g{g}" in j.gpus)]
+            if len(room) >= width:
+                on = draw(st.permutations(room))[:width]
+                for g in on:
+                    load[g] += 1
+        jobs.append(make_job(f"j{i}", width, draw(st.floats(0, 500)), total,
+                             done=draw(st.floats(0, 0.9)) * total if on else 0.0,
+                             on=[f"g{g}" for g in on], model=model))
+    return jobs, gpus, cap
+
+
+@given(fleets(), st.sampled_from(["k8s", "gpufair", "las", "fifo-packed"]))
+@settings(max_examples=250, deadline=None)
+def test_every_plan_keeps_the_rules(fleet, lever_set):
+    jobs, gpus, cap = fleet
+    base = PRESETS.get(lever_set) or {"las": Levers("las", "least-loaded", "paced", "even"),
+                                      "fifo-packed": Levers("fifo", "packed", "time-slicing",
+                                                            "even")}[lever_set]
+    levers = Levers(base.queue, base.placement, base.shares, base.split, max_per_gpu=cap)
+    plan = plan_round(jobs, gpus, 600.0, levers, Models(), seed=3)
+    by_name = {j.job: j for j in jobs}
+    where = {j.job: j.gpus for j in jobs if j.gpus} | dict(plan.admitted)
+    # Admitted jobs were waiting, get exactly their GPU count, and no GPU passes the cap
+    # or holds a pair that cannot co-run.
+    for name, placed in plan.admitted.items():
+        assert by_name[name].waiting and len(set(placed)) == by_name[name].num_gpus
+    for gpu in gpus:
+        there = [by_name[n].model for n, gs in where.items() if gpu.name in gs]
+        assert len(there) <= cap
+        assert not {"x", "y"} <= set(there)
+    # Every waiting job is either admitted or queued, once, positions 1..n.
+    queued = [q.job for q in plan.queue]
+    waiting = {j.job for j in jobs if j.waiting}
+    assert set(queued) | set(plan.admitted) == waiting and not set(queued) & set(plan.admitted)
+    assert [q.position for q in plan.queue] == list(range(1, len(queued) + 1))
+    assert all(q.reason and q.predicted_start_s >= 0 for q in plan.queue)
+    if levers.shares == "paced":
+        used = {g.name: 0.0 for g in gpus}
+        for name, shares in plan.shares.items():
+            assert len(shares) == len(where[name]) and min(shares) >= 0
+            for g, s in zip(where[name], shares):
+                used[g] += s
+        assert max(used.values()) <= 1 + 1e-9
+        assert set(plan.shares) == set(where)
+        for name, split in plan.splits.items():
+            job = by_name[name]
+            assert sum(split) == job.global_batch and min(split) >= 1
+            assert max(split) <= job.rank_cap
+        # The most urgent resident job runs.
+        first = next(by_name[n] for n in sorted(plan.priority, key=plan.priority.get)
+                     if n in where)
+        assert min(plan.shares[first.job]) > 0
+    else:
+        assert not plan.shares
+
+
+@given(st.lists(st.integers(0, 20).map(lambda k: k / 2), min_size=2, max_size=9),
+       st.integers(1, 4),
+       st.lists(st.integers(0, 3), min_size=9, max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_sd_placement_matches_brute_force(scores, need, counts):
+    """The `sd` rule minimises the largest score over the chosen GPUs, then the
+    total job count, exactly as an exhaustive search over every set does."""
+    n = len(scores)
+    need = min(need, n)
+    score = np.array(scores)
+    count = np.array(counts[:n])
+    got = choose("sd", need, np.arange(n), count, np.random.default_rng(0), score)
+    best = min(itertools.combinations(range(n), need),
+               key=lambda s: (max(score[list(s)]), sum(count[list(s)])))
+    assert max(score[list(got)]) == pytest.approx(max(score[list(best)]))
+    assert sum(count[list(got)]) == sum(count[list(best)])
+
+
+def test_a_short_urgent_job_slips_in_and_a_long_one_waits_for_free_gpus():
+    gpus = [Gpu("g0"), Gpu("g1")]
+    long_a = make_job("long-a", 1, 0.0, 1e7, done=1e5, on=["g0"])
+    long_b = make_job("long-b", 1, 0.0, 1e7, done=1e5, on=["g1"])
+    short = make_job("short", 1, 100.0, 1e4)
+    other_long = make_job("other", 1, 100.0, 1e7)
+    plan = plan_round([long_a, long_b, short, other_long], gpus, 200.0, PRESETS["gpufair"])
+    assert set(plan.admitted) == {"short"}
+    (held,) = [n for n in ("long-a", "long-b") if plan.shares[n] == (0.0,)]
+    assert plan.admitted["short"] == {"long-a": ("g0",), "long-b": ("g1",)}[held]
+    (entry,) = plan.queue
+    assert entry.job == "other" and "hold back longer jobs" in entry.reason
+
+
+def test_the_first_job_at_risk_gets_a_reservation_and_long_jobs_do_not_backfill_it():
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    # Two GPUs busy for another 1000 s; a 4-GPU job, too long to slip in over them,
+    # has waited long enough to be at risk; a longer 1-GPU job and a short one
+    # arrive after it.
+    busy = [make_job(f"b{i}", 1, 0.0, 2e5, done=1e5, on=[f"g{i}"]) for i in range(2)]
+    wide = make_job("wide", 4, 0.0, 4e6)
+    late_long = make_job("late-long", 1, 1500.0, 3e6)
+    late_short = make_job("late-short", 1, 1500.0, 5e4)
+    plan = plan_round([*busy, wide, late_long, late_short], gpus, 1600.0, PRESETS["gpufair"])
+    assert "wide" not in plan.admitted and "late-long" not in plan.admitted
+    assert "late-short" in plan.admitted  # done before the reservation can start
+    reasons = {q.job: q.reason for q in plan.queue}
+    assert reasons["late-long"] == "GPUs reserved for wide"
+
+
+def test_an_arrival_between_rounds_goes_where_the_round_would_put_it():
+    gpus = [Gpu(f"g{i}", f"n{i // 4}") for i in range(8)]
+    jobs = [make_job(f"r{i}", 1, 0.0, 1e6, done=1e5, on=[f"g{i}"]) for i in range(5)]
+    plan = plan_round(jobs, gpus, 100.0, PRESETS["gpufair"])
+    newcomer = make_job("new", 2, 100.0, 1e5)
+    arrival = place_arrival(plan.outlook, newcomer, Models())
+    again = plan_round([*jobs, newcomer], gpus, 100.0, PRESETS["gpufair"])
+    assert arrival.gpus is not None and set(arrival.gpus) == set(again.admitted["new"])
+    big = make_job("big", 8, 100.0, 1e9)
+    waits = place_arrival(plan.outlook, big, Models())
+    (queued,) = plan_round([*jobs, big], gpus, 100.0, PRESETS["gpufair"]).queue
+    assert waits.gpus is None and waits.reason == queued.reason
+    assert waits.reason.startswith("behind more urgent jobs: r0, r1, r2")
+
+
+def test_bad_levers_and_fleets_are_clear_errors():
+    gpus = [Gpu("g0")]
+    with pytest.raises(InvalidArgument, match="unknown queue 'lifo'; choose one of fifo, las"):
+        plan_round([], gpus, 0.0, Levers(queue="lifo"))
+    with pytest.raises(InvalidArgument, match="needs 2 GPUs; the cluster has 1"):
+        plan_round([make_job("a", 2, 0.0, 10.0)], gpus, 0.0, PRESETS["gpufair"])
+    with pytest.raises(InvalidArgument, match="unknown GPU 'g9'"):
+        plan_round([make_job("a", 1, 0.0, 10.0, on=["g9"])], gpus, 0.0, PRESETS["gpufair"])
