@@ -16,7 +16,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.common.errors import InvalidArgument, NotFound
 from gpufair.common.state import Json, StateStore
 from gpufair.common.keys import Keys
-from gpufair.common.steptime import StepTimeModel
+from gpufair.common.steptime import Scaling, StepTimeModel
 from gpufair.scheduler.snapshot import Profiles
 
 logger = logging.getLogger(__name__)
@@ -104,5 +104,11 @@ class ProfileStore:
             except InvalidArgument as exc:
                 logger.warning("profile %s/%s is unusable; ignored: %s", p.model, p.device_type, exc)
                 continue
-            out[(p.model, p.device_type)] = StepTimeModel(p.fit.a_s, p.fit.c_s)
+            # The measured multi-device steps give the model's sync cost per scale,
+            # as the simulator takes it from Gavel's N-GPU throughputs.
+            scaling = Scaling()
+            if p.fit_devices <= 1:
+                scaling = Scaling.from_points(p.fit.a_s, p.fit.c_s, (
+                    (m.devices, m.batch, m.step_s) for m in p.measurements))
+            out[(p.model, p.device_type)] = StepTimeModel(p.fit.a_s, p.fit.c_s, scaling)
         return out

@@ -2,8 +2,10 @@
 
 Which numbers feed a job's state, in order of preference:
 - per-rank cost: the metrics service's fitted compute cost (GPU-busy seconds per
-  sample and per step); else the profile's t(b) = a + c*b for the rank's device type;
-- exclusive rate: the spec's override; else the profile at the even split; else
+  sample and per step); else the profile's t(b) = a + c*b for the rank's device type,
+  with the sync cost its multi-device measurements give at the job's rank count;
+- exclusive rate: the spec's override; else the profile at the even split (sync
+  included); else
   the policy core's documented fallback (best observed cost, never understating SD);
 - a job with no cost from either source, no live rank, or all work done is
   left out of the round (its split stays, its GPUs count as free).
@@ -67,7 +69,8 @@ def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
     if any(f is None for f in fits):
         return None
     sizes = even_split(spec.global_batch, len(spec.ranks))
-    step = max(f.step_s(b) for f, b in zip(fits, sizes))  # type: ignore[union-attr]
+    n = len(spec.ranks)  # the fit's sync cost at this scale, as measured by the profiler
+    step = max(f.step_s(b, n) for f, b in zip(fits, sizes))  # type: ignore[union-attr]
     return spec.global_batch / step if step > 0 else None
 
 
@@ -82,7 +85,7 @@ def _rank_states(view: JobView, m: JobMetrics | None, profiles: Profiles) -> tup
         if rm and rm.compute_s_per_sample > 0 and math.isfinite(rm.compute_s_per_sample):
             c, a = rm.compute_s_per_sample, max(rm.compute_s_fixed, 0.0)
         elif fit and fit.c_s > 0:
-            c, a = fit.c_s, fit.a_s
+            a, c = fit.costs(len(view.spec.ranks))
         else:
             return None
         out.append(RankState(gpu=p.device_id, batch=b, sec_per_sample=c, sec_per_step=a, cap=p.max_batch or None))

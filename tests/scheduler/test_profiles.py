@@ -74,3 +74,18 @@ async def test_the_loop_gets_only_usable_fits() -> None:
     await state.put(KEYS.profile("garbage", "cpu"), {"fit": "not a fit"})
     await state.put(KEYS.profile("negative", "cpu"), {"model": "negative", "device_type": "cpu", "fit": {"a_s": -1, "c_s": 1}})
     assert set(await store.fits()) == {("good", "cpu")}
+
+
+async def test_multi_device_points_give_the_loop_the_sync_cost_and_the_exclusive_speed() -> None:
+    store = ProfileStore(MemoryState(), KEYS)
+    p = _profile(a=0.01, c=1e-3)
+    two = pb.ProfileMeasurement(model="resnet18", device_type="cpu", devices=2, batch=8,
+                                samples_per_s=2 * 8 / 0.03, step_s=0.03, step_s_p10=0.03,
+                                step_s_p90=0.03, peak_mem_bytes=1 << 20)
+    p.measurements.append(two)
+    await store.put(p)
+    fit = (await store.fits())[("resnet18", "cpu")]
+    # Alone on 2 devices at 8 samples each a step took 0.03 s, against 0.018 s on one.
+    assert fit.step_s(8, devices=2) == pytest.approx(0.03)
+    assert fit.costs(2) == pytest.approx((0.022, 1e-3))
+    assert fit.step_s(8) == pytest.approx(0.018)

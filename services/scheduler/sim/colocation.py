@@ -13,17 +13,12 @@ What we take from it, per GPU type:
   (e.g. all "ResNet-18 (batch size *)"), clipped to [0, t0/2]; a family with
   one point gets a = t0/10.
 - N-GPU speed: where the file measures the model at N GPUs (keys with N > 1),
-  each rank's step there takes tN = N / steps_per_s. The gap tN - t0 is a
-  per-step synchronisation cost of that model at that scale, added to every
-  rank's fixed part: splits change the per-sample part, never the sync. A
+  each rank's step there takes tN = N / steps_per_s; the gap to t0 is the
+  model's per-step synchronisation cost at that scale
+  (`gpufair.common.steptime.Scaling`, which also says how unmeasured scales
+  and superlinear ones are treated; one Gavel p100 key is superlinear). A
   job alone on N GPUs at the even split then runs exactly at the measured
-  speed. A measured speed above N x the 1-GPU speed (superlinear, one key
-  in Gavel's p100 data) gets no sync and scales the rank's cost by tN/t0.
-  Unmeasured scales interpolate linearly in N between measured ones and
-  keep the largest measured scale's values beyond it (a ring all-reduce
-  costs ~2(N-1)/N of the gradient size, nearly flat past 8); a model
-  measured at 1 GPU only scales linearly (no sync cost), the documented
-  fallback.
+  speed; a model measured at 1 GPU only scales linearly.
 - interference: f(j|k) = own/isolated, the fraction of its isolated speed job
   j keeps next to k, from the 1-GPU keys. Plain time-slicing of a pair would
   give 1/2, so the pair's efficiency is eta = 2*f: per-sample and per-step
@@ -47,7 +42,6 @@ What we take from it, per GPU type:
 from __future__ import annotations
 
 import ast
-import bisect
 import json
 import math
 import re
@@ -59,16 +53,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from gpufair.common.errors import InvalidArgument
+from gpufair.common.steptime import Scaling, StepTimeModel
 
 _BATCH = re.compile(r"^(?P<family>.*?) \(batch size (?P<batch>\d+)\)$")
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How a model's rank cost changes at a measured GPU count."""
-
-    sync_s: float = 0.0  # per-step synchronisation cost added to each rank
-    rank_factor: float = 1.0  # multiplies the 1-GPU rank cost (superlinear scales only)
 
 
 @dataclass(frozen=True)
@@ -85,36 +72,19 @@ class RankCost:
 
 @dataclass(frozen=True)
 class ModelCost:
-    """Isolated cost of one model: 1-GPU step time = a + c * batch, plus
-    what the measured N-GPU speeds add (`scales`, N > 1)."""
+    """Isolated cost of one model: 1-GPU step time = a + c * batch, and what
+    the measured N-GPU speeds add (`scaling`, gpufair.common.steptime)."""
 
     model: str
     sec_per_step: float
     sec_per_sample: float
     profiled_batch: int
-    scales: Mapping[int, Scale] = field(default_factory=lambda: MappingProxyType({}))
-
-    def scale(self, num_gpus: int) -> Scale:
-        """The scale at `num_gpus`, interpolated as the module docstring says."""
-        if num_gpus <= 1 or not self.scales:
-            return Scale()
-        known = sorted({1: Scale(), **self.scales}.items())
-        counts = [n for n, _ in known]
-        if num_gpus >= counts[-1]:
-            return known[-1][1]
-        hi = bisect.bisect_left(counts, num_gpus)
-        (n0, s0), (n1, s1) = known[hi - 1], known[hi]
-        if n1 == num_gpus:
-            return s1
-        w = (num_gpus - n0) / (n1 - n0)
-        return Scale(s0.sync_s + w * (s1.sync_s - s0.sync_s),
-                     s0.rank_factor + w * (s1.rank_factor - s0.rank_factor))
+    scaling: Scaling = field(default_factory=Scaling)
 
     def at(self, num_gpus: int) -> RankCost:
         """Each rank's exclusive cost when the model runs on `num_gpus` GPUs."""
-        sc = self.scale(num_gpus)
-        return RankCost(self.sec_per_step * sc.rank_factor + sc.sync_s,
-                        self.sec_per_sample * sc.rank_factor)
+        step = StepTimeModel(self.sec_per_step, self.sec_per_sample, self.scaling)
+        return RankCost(*step.costs(num_gpus))
 
 
 @dataclass(frozen=True)
@@ -147,7 +117,7 @@ class Colocation:
 
     def scales_measured(self, model: str) -> tuple[int, ...]:
         """GPU counts at which `model` ran alone on this GPU type (1 included)."""
-        return (1, *sorted(self.cost(model).scales))
+        return (1, *sorted(self.cost(model).scaling.measured))
 
 
 def _parse_key(key: str) -> tuple[str, int]:
@@ -176,17 +146,6 @@ def _fit_costs(isolated: dict[str, float]) -> dict[str, ModelCost]:
             a = min(max(intercept, 0.0), t0 / 2)
         out[model] = ModelCost(model, a, (t0 - a) / b0, b0)
     return out
-
-
-def _scales(one_gpu: float, multi: Mapping[int, float]) -> Mapping[int, Scale]:
-    """Per measured N > 1: the sync cost (or superlinear factor) that makes a
-    lone job on N GPUs run at the measured speed."""
-    t0 = 1.0 / one_gpu
-    out = {}
-    for n, steps in sorted(multi.items()):
-        t_n = n / steps  # one rank's step at that scale
-        out[n] = Scale(t_n - t0, 1.0) if t_n >= t0 else Scale(0.0, t_n / t0)
-    return MappingProxyType(out)
 
 
 def _positive(value: object) -> float | None:
@@ -244,7 +203,8 @@ def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
         if model in costs:
             costs[model] = ModelCost(costs[model].model, costs[model].sec_per_step,
                                      costs[model].sec_per_sample, costs[model].profiled_batch,
-                                     _scales(isolated[model], scales))
+                                     Scaling.from_steps(1 / isolated[model],
+                                                        {n: n / st for n, st in scales.items()}))
     pairs = {k: own / isolated[k[0]] for k, (own, other) in measured.items()
              if own > 0 and other > 0}
     forbidden = {k for k, (own, other) in measured.items()
