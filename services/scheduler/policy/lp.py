@@ -7,16 +7,15 @@ solve starts from the previous optimal basis (dual simplex, no presolve):
 tens of pivots instead of thousands. The throughput LP (the objective
 sum_j w_j s_j, levels off) gets its own instance without the demand rows
 and level columns: re-solved inside the level instance, the dual simplex's
-LU factor fills in and each pivot costs several times more (1000 jobs on
-2048 GPUs: 2,600 dual pivots in 300 ms there, 2,900 primal pivots in 65 ms
-here). It starts from the level LP's last basis cut down to its rows and
+LU factor fills in and each pivot costs several times more. It starts
+from the level LP's last basis cut down to its rows and
 columns (`_level_basis`). Both instances start from a triangular basis that
 already meets every batch row (`lp_matrix.share_basis`), not from the slack basis.
 Across decisions, a loop that passes a `WarmStart` (the service leader, the
 simulator) starts each water-filling round and the throughput LP from the
 previous decision's bases at the same point, mapped by job, rank and GPU
-name (`warm`) and completed by HiGHS as alien bases: 1000 jobs 8 GPUs wide
-on 4,096 GPUs, ~5,500 -> ~210 throughput pivots a period. A mapped basis
+name (`warm`) and completed by HiGHS as alien bases (far fewer pivots a
+period, bench/scheduler/HISTORY.md). A mapped basis
 can still be poor, so the warm throughput solve is capped
 (`_THROUGHPUT_WARM`) and falls back to the cold start. Warm starts and
 pivoting rules change the path, not the optimum: every solve is an exact
@@ -42,31 +41,27 @@ logger = logging.getLogger(__name__)
 _LAM_MAX = 1e12  # HiGHS drops demand coefficients under 1e-9: keep lam bounded anyway
 # The level LP: the dual simplex, so a basis stays valid while demands and
 # floors change; Devex pricing, not HiGHS's default (dual steepest edge): more
-# pivots but cheaper ones (1000 jobs on 2,048 GPUs, warm: ~730 -> ~960
-# level pivots a decision, decisions 110 -> 87 ms median). Where the LP is
+# pivots but cheaper ones, faster overall (bench/scheduler/HISTORY.md). Where the LP is
 # degenerate it ends in another optimal basis, so a water-filling round may
 # freeze another set of jobs at the same optimum.
 _LEVEL_OPTIONS = (("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", 1))
-# The throughput LP unscaled (the columns are already in
-# comparable units; scaling saved pivots but cost 15-30 % time). With ~2 ranks
-# per GPU and more the basis fills in and the dual simplex's updates turn
-# dense: the primal simplex is 1.3-1.8x faster (1000 jobs on 1024-2560 GPUs);
-# on sparser clusters the dual simplex with Devex pricing is 1.2-1.9x faster.
-# The primal simplex prices by Dantzig (5-10 % faster than Devex on every dense
-# row) and does not perturb bounds: removing the perturbation at the end took
-# a third of the time (1000 jobs 8 GPUs wide on 4,096 GPUs, rate objective:
-# 0.8 s -> 0.53 s at the same pivot count).
+# The throughput LP unscaled (the columns are already in comparable units;
+# scaling saved pivots but cost time). With ~2 ranks per GPU and more the
+# basis fills in and the dual simplex's updates turn dense, so the primal
+# simplex is faster there, the dual simplex with Devex pricing on sparser
+# clusters. The primal simplex prices by Dantzig and does not perturb
+# bounds: removing the perturbation at the end cost a third of the time
+# (figures for each choice: bench/scheduler/HISTORY.md).
 _DENSE_RANKS_PER_GPU = 1.4
 _THROUGHPUT_DENSE = (("simplex_strategy", 4), ("simplex_scale_strategy", 0),
                      ("simplex_primal_edge_weight_strategy", 0),
                      ("primal_simplex_bound_perturbation_multiplier", 0.0))
 _THROUGHPUT_SPARSE = (("simplex_strategy", 1), ("simplex_scale_strategy", 0),
                       ("simplex_dual_edge_weight_strategy", 1))
-# From the last decision's basis: the primal simplex, scaled. A mapped basis
-# can be ill-conditioned: unscaled, 191 pivots once took 0.93 s (0.11 s
-# scaled; 1000 x 8-GPU jobs on 4,096 GPUs). If it needs more than a quarter
-# as many pivots as the LP has rows (a cold solve takes about one per row),
-# it is abandoned for the cold start.
+# From the last decision's basis: the primal simplex, scaled, since a mapped
+# basis can be ill-conditioned. If it needs more than a quarter as many
+# pivots as the LP has rows (a cold solve takes about one per row), it is
+# abandoned for the cold start.
 _THROUGHPUT_WARM = (*_THROUGHPUT_DENSE[:1], ("simplex_scale_strategy", 2), *_THROUGHPUT_DENSE[2:])
 _WARM_PIVOTS_PER_ROW, _WARM_PIVOTS_MIN = 0.25, 50
 # Without bound perturbation a degenerate primal simplex could stall: cap its
@@ -148,7 +143,7 @@ class SplitProgram:
         instead, maximise sum_j throughput_j s_j (levels fixed at 0)."""
         if throughput is not None:
             return self._max_throughput(np.asarray(floors, dtype=float), throughput)
-        h, n = self._highs, len(self.jobs)
+        solver, n = self._highs, len(self.jobs)  # arrays below: per listed job unless per component
         delta = np.where(delta > 0, delta, 0.0)
         # A component whose demands are all small (its only active job nearly
         # done: ~1e-8 steps/s per unit of level, levels ~1e8) ends "Unknown"
@@ -171,35 +166,35 @@ class SplitProgram:
         cost[self.lam0:] = -1.0
         self._set_demands(delta)
         if not np.array_equal(cost, self._cost):
-            h.changeColsCost(self.n_var, np.arange(self.n_var, dtype=np.int32), cost)
+            solver.changeColsCost(self.n_var, np.arange(self.n_var, dtype=np.int32), cost)
             self._cost = cost
-        h.changeColsBounds(n, self.s_idx.astype(np.int32), np.asarray(floors, dtype=float),
+        solver.changeColsBounds(n, self.s_idx.astype(np.int32), np.asarray(floors, dtype=float),
                            self._top[self.s_idx])
-        h.changeColsBounds(self.n_comp, (self.lam0 + np.arange(self.n_comp)).astype(np.int32),
+        solver.changeColsBounds(self.n_comp, (self.lam0 + np.arange(self.n_comp)).astype(np.int32),
                            np.zeros(self.n_comp), lam_up)
         self._lam_up = lam_up
-        self.pivots["level"] += highs.run(h)
+        self.pivots["level"] += highs.run(solver)
         self._level_solved = True
-        sol = h.getSolution()
-        x = np.asarray(sol.col_value)  # each read of a solution field copies it
-        if np.any(lam_up[x[self.lam0:] <= 0] > 0):
+        sol = solver.getSolution()
+        values = np.asarray(sol.col_value)  # each read of a solution field copies it
+        if np.any(lam_up[values[self.lam0:] <= 0] > 0):
             # A component with an active job always has some level > 0 left.
             # Zero is a numerical failure (seen from a warm basis when one
             # component's demands span 1e12): solve again from the cold start.
             logger.debug("sd-maxmin: level LP returned a zero level; solving from the cold basis")
-            highs.set_basis(h, self._basis)
-            self.pivots["level"] += highs.run(h)
-            sol = h.getSolution()
-            x = np.asarray(sol.col_value)
+            highs.set_basis(solver, self._basis)
+            self.pivots["level"] += highs.run(solver)
+            sol = solver.getSolution()
+            values = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[self._fair0:self._fair0 + n]
         # Back to the caller's units: lam = lam' / scale, and the objective
         # sum lam' weighs each component by its scale, so the duals too.
-        return LpResult(x[self.s_idx], x[:self.lam0 - n], x[self.lam0:] / scale,
+        return LpResult(values[self.s_idx], values[:self.lam0 - n], values[self.lam0:] / scale,
                         np.where(delta > 0, duals / scale[self.comp_of], 0.0))
 
     def _level_basis(self) -> tuple[np.ndarray, np.ndarray]:
-        """The level LP's last basis cut down to the throughput LP (1000 jobs,
-        8 GPUs wide, on 4,096 GPUs, rate objective: 7,950 -> 4,100 pivots).
+        """The level LP's last basis cut down to the throughput LP (about half
+        the pivots of a cold start, bench/scheduler/HISTORY.md).
         Dropping the levels and demand rows leaves one basic too many per
         held job beyond each component's level; those jobs' step rates
         (smallest duals first) go to their floors, which sit just under the
@@ -237,32 +232,32 @@ class SplitProgram:
                                               self._basis[1][:self._fair0]))
                 self._throughput = highs.load(*self._core, self._top, _THROUGHPUT_WARM, start, True)
                 warm_first = True
-        h, n = self._throughput, len(self.jobs)
+        solver, n = self._throughput, len(self.jobs)
         cost = np.zeros(self.lam0)
         cost[self.s_idx] = -throughput
-        h.changeColsCost(self.lam0, np.arange(self.lam0, dtype=np.int32), cost)
-        h.changeColsBounds(n, self.s_idx.astype(np.int32), floors, self._top[self.s_idx])
-        if not (warm_first and self._solved_warm(h)):
-            self.pivots["throughput"] += highs.run(h)
-        x = np.asarray(h.getSolution().col_value)
-        return LpResult(x[self.s_idx], x[:self.lam0 - n], np.zeros(self.n_comp), np.zeros(n))
+        solver.changeColsCost(self.lam0, np.arange(self.lam0, dtype=np.int32), cost)
+        solver.changeColsBounds(n, self.s_idx.astype(np.int32), floors, self._top[self.s_idx])
+        if not (warm_first and self._solved_warm(solver)):
+            self.pivots["throughput"] += highs.run(solver)
+        values = np.asarray(solver.getSolution().col_value)
+        return LpResult(values[self.s_idx], values[:self.lam0 - n], np.zeros(self.n_comp), np.zeros(n))
 
-    def _solved_warm(self, h: highspy._Highs) -> bool:
+    def _solved_warm(self, solver: highspy._Highs) -> bool:
         """One attempt from the last decision's basis, capped (see
-        _THROUGHPUT_WARM). Either way `h` then has the cold solve's options,
+        _THROUGHPUT_WARM). Either way `solver` then has the cold solve's options,
         and if the attempt failed, the cold start (the level LP's basis)."""
-        h.setOptionValue("simplex_iteration_limit",
+        solver.setOptionValue("simplex_iteration_limit",
                          max(_WARM_PIVOTS_MIN, int(_WARM_PIVOTS_PER_ROW * self._fair0)))
-        h.run()
-        pivots = h.getInfo().simplex_iteration_count
+        solver.run()
+        pivots = solver.getInfo().simplex_iteration_count
         self.pivots["throughput"] += pivots
-        solved = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        solved = solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
         for key, value in self._throughput_options():
-            h.setOptionValue(key, value)
+            solver.setOptionValue(key, value)
         if not solved:
             logger.debug("sd-maxmin: leftover LP unsolved after %d pivots from the last "
                          "decision's basis; starting cold", pivots)
-            highs.set_basis(h, self._level_basis())
+            highs.set_basis(solver, self._level_basis())
         return solved
 
     def start_round(self, r: int, frozen: np.ndarray, live: np.ndarray) -> None:
@@ -271,13 +266,10 @@ class SplitProgram:
         component: some job still active). It starts from the basis the last
         decision's level LP had after its round r, where it ran one. From
         this decision's first-round optimum instead, the second round
-        re-solved every component: 1000 jobs kept inside 8-GPU nodes on 2,048
-        GPUs, ~6,800 level pivots per warm decision, ~2,400 this way.
-        Without it, from the last round's optimum with each frozen job's
-        step rate moved onto its new floor (its demand row, whose level
-        coefficient is now 0, goes basic in its place) and each dead
-        component's level onto 0 (same cluster, cold: 4,942 -> 2,248 pivots
-        in round 2)."""
+        re-solved every component. Without it, from the last round's optimum
+        with each frozen job's step rate moved onto its new floor (its demand
+        row, whose level coefficient is now 0, goes basic in its place) and
+        each dead component's level onto 0 (pivot counts: bench/scheduler/HISTORY.md)."""
         if self._warm is not None and len(self._warm.rounds) > r:
             highs.set_basis(self._highs, self._restore(self._warm.rounds[r], self._basis), True)
             return
@@ -321,11 +313,11 @@ class SplitProgram:
         if self._warm is None:
             return
         self._warm.pivots = dict(self.pivots)  # the last call, at the decision's end, has all
-        h = self._highs if which == "level" else self._throughput
-        if h is None:
+        solver = self._highs if which == "level" else self._throughput
+        if solver is None:
             return
         statuses = self._level_statuses() if which == "level" else \
-            highs.statuses(h, self._top, self._core[2])
+            highs.statuses(solver, self._top, self._core[2])
         if statuses is None:
             return
         kept = SavedBasis(self._keys, *statuses)

@@ -74,7 +74,8 @@ class LpSolution:
 
 class _Demands:
     """Per-job step-rate demand at a level: rate t -> t R_j / B_j; slow-down
-    S -> rem_j / (alone_j (S - m_j) B_j) with m_j = elapsed_j / alone_j."""
+    S -> rem_j / (alone_j (S - m_j) B_j) with m_j = elapsed_j / alone_j.
+    Every array is per job of the cluster, in its order."""
 
     def __init__(self, cluster: ClusterState, objective: str) -> None:
         jobs = cluster.jobs
@@ -102,9 +103,10 @@ class _Demands:
 
 def _trivial(cluster: ClusterState, comps: Components, dem: _Demands,
              steps: np.ndarray, rank_b: list) -> None:
-    """Fill step rates and real batches of the closed-form components."""
-    for j, (s, b) in lone_job_rates(cluster, comps.lone).items():
-        steps[j], rank_b[j] = s, b
+    """Fill step rates (`steps`, per job) and real per-rank batches (`rank_b`,
+    per job an array over its ranks) of the closed-form components."""
+    for j, (step_rate, batches) in lone_job_rates(cluster, comps.lone).items():
+        steps[j], rank_b[j] = step_rate, batches
     groups = [g for g in comps.single_gpu if dem.wants[list(g)].any()]
     if not groups:
         return
@@ -126,43 +128,49 @@ def _trivial(cluster: ClusterState, comps: Components, dem: _Demands,
 def _levels(prog: SplitProgram, dem: _Demands, sub: np.ndarray, active: np.ndarray,
             level: np.ndarray, floors: np.ndarray):
     """Optimal level of every component for its active jobs: the last LP
-    result and a feasible per-job level (rate: max t; sd: min S)."""
+    result and a feasible per-job level (rate: max t; sd: min S).
+
+    Arrays over the listed jobs `sub` (length n) unless named per component
+    (length n_comp, indexed by `prog.comp_of`)."""
     if not dem.sd:
         res = prog.solve(np.where(active, dem.at(np.ones(len(sub)), sub), 0.0), floors)
         return res, res.levels[prog.comp_of]
     comp, n_comp = prog.comp_of, prog.n_comp
-    m, w = dem.floor[sub], dem.weight[sub]
+    floor_sd, weight = dem.floor[sub], dem.weight[sub]
     live = np.bincount(comp, weights=active, minlength=n_comp) > 0
-    top = np.full(n_comp, -np.inf)
-    np.maximum.at(top, comp[active], m[active])
-    lo, up = top.copy(), np.full(n_comp, np.inf)
+    worst_floor = np.full(n_comp, -np.inf)  # per component
+    np.maximum.at(worst_floor, comp[active], floor_sd[active])
+    lower, upper = worst_floor.copy(), np.full(n_comp, np.inf)  # bounds on its optimal SD
     # No job's SD can go below its SD at its top step rate. Without this bound a
     # component whose worst job is held by its own top speed (all duals zero)
     # never gets a lower bound and the search stops high after _NEWTON_MAX solves.
-    np.maximum.at(lo, comp, np.where(active, m + w / prog.top_step_rates, -np.inf))
-    s = np.full(n_comp, -np.inf)
-    np.maximum.at(s, comp, level)
-    for it in range(_NEWTON_MAX):
-        res = prog.solve(np.where(active, dem.at(s[comp], sub), 0.0), floors)
-        lam = np.maximum(res.levels, 1e-300)
-        # Upper bound: the LP's rates lam * demand(S) achieve m + (S - m) / lam.
-        got = np.where(active, m + (s[comp] - m) / lam[comp], -np.inf)
-        cand = np.full(n_comp, -np.inf)
-        np.maximum.at(cand, comp, got)
-        up = np.where(live, np.minimum(up, cand), up)
-        # Lower bound: with this LP's duals y fixed, lam(S') <= lam / sum_j y_j
-        # demand_j(S') (weak duality), so lam(S') >= 1 needs sum = lam.
-        y = np.where(active, -res.demand_duals, 0.0)
-        has = y > _TIGHT
+    np.maximum.at(lower, comp, np.where(active, floor_sd + weight / prog.top_step_rates, -np.inf))
+    target = np.full(n_comp, -np.inf)  # the SD each solve asks of the component
+    np.maximum.at(target, comp, level)
+    for solves in range(1, _NEWTON_MAX + 1):
+        res = prog.solve(np.where(active, dem.at(target[comp], sub), 0.0), floors)
+        reached = np.maximum(res.levels, 1e-300)  # per component: how far demands scale
+        # Upper bound: the LP's rates reached * demand(S) achieve m + (S - m) / reached.
+        got = np.where(active, floor_sd + (target[comp] - floor_sd) / reached[comp], -np.inf)
+        achieved = np.full(n_comp, -np.inf)
+        np.maximum.at(achieved, comp, got)
+        upper = np.where(live, np.minimum(upper, achieved), upper)
+        # Lower bound: with this LP's duals fixed, reached(S') <= reached / sum_j
+        # dual_j demand_j(S') (weak duality), so reached(S') >= 1 needs sum = reached.
+        duals = np.where(active, -res.demand_duals, 0.0)
+        has = duals > _TIGHT
         if has.any():
-            low = single_gpu_level(y[has] / lam[comp[has]], comp[has], n_comp, m[has], w[has])
-            lo = np.where(np.bincount(comp[has], minlength=n_comp) > 0, np.maximum(lo, low), lo)
-        if np.all(~live | (up - lo <= _NEWTON_TOL * np.maximum(np.abs(up), 1.0))):
+            bound = single_gpu_level(duals[has] / reached[comp[has]], comp[has], n_comp,
+                                     floor_sd[has], weight[has])
+            some = np.bincount(comp[has], minlength=n_comp) > 0
+            lower = np.where(some, np.maximum(lower, bound), lower)
+        if np.all(~live | (upper - lower <= _NEWTON_TOL * np.maximum(np.abs(upper), 1.0))):
             break
         with np.errstate(invalid="ignore"):  # dead components hold -inf / inf
-            s = np.where(~live, s, np.where(lo > top, lo, top + 0.5 * (up - top)))
-    logger.debug("sd-maxmin: %d LP solves for the level", it + 1)
-    return res, up[comp]
+            target = np.where(~live, target, np.where(lower > worst_floor, lower,
+                                                      worst_floor + 0.5 * (upper - worst_floor)))
+    logger.debug("sd-maxmin: %d LP solves for the level", solves)
+    return res, upper[comp]
 
 
 def _remembered_level(start: np.ndarray, names: list[str], comp_of: np.ndarray, n_comp: int,
@@ -192,7 +200,9 @@ def _leftover(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray):
 
 def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], dem: _Demands,
                    rounds: int, steps: np.ndarray, rank_x: list, warm: WarmStart | None) -> None:
-    """Lexicographic rounds plus the leftover LP for components that need it."""
+    """Lexicographic rounds plus the leftover LP for components that need it.
+    Fills `steps` (per cluster job) and `rank_x` (per cluster job, its ranks'
+    sample rates); local arrays are over the listed jobs `sub`."""
     sub = np.array([j for g in groups for j in g], dtype=int)
     comp_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     prog = SplitProgram(cluster, sub, comp_of, warm)
@@ -207,25 +217,25 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
         if warm is not None and warm.levels:
             level = _remembered_level(level, names, comp_of, prog.n_comp, dem.floor[sub],
                                       warm.levels)
-    for r in range(max(rounds, 1)):
+    for rnd in range(max(rounds, 1)):
         if not active.any():
             break
-        if r > 0:
+        if rnd > 0:
             live = np.bincount(comp_of, weights=active, minlength=prog.n_comp) > 0
-            prog.start_round(r, tight, live)  # `tight`: what the last round froze
+            prog.start_round(rnd, tight, live)  # `tight`: what the last round froze
         try:
             res, level = _levels(prog, dem, sub, active, level, floors)
         except FailedPrecondition:
             # Each round freezes jobs at rates HiGHS met only to its 1e-7
             # tolerance; after tens of rounds those floors together can be
             # infeasible. The optimum (round 1) stands; the rest is leftover.
-            if r == 0:
+            if rnd == 0:
                 raise
             logger.warning("sd-maxmin: water-filling round %d infeasible at the LP's "
-                           "tolerance; the leftover LP takes the rest", r + 1)
+                           "tolerance; the leftover LP takes the rest", rnd + 1)
             break
-        prog.remember("level", r)  # the next decision's round r starts from it
-        if r == 0 and dem.sd and warm is not None:
+        prog.remember("level", rnd)  # the next decision's round rnd starts from it
+        if rnd == 0 and dem.sd and warm is not None:
             warm.levels = dict(zip(names, level.tolist()))
         tight = active & (np.abs(res.demand_duals) > _TIGHT)
         none = np.bincount(comp_of, weights=tight, minlength=prog.n_comp) == 0
@@ -240,13 +250,13 @@ def _solve_general(cluster: ClusterState, groups: tuple[tuple[int, ...], ...], d
     # its SD. Lift such jobs to their floors, keeping their ranks' proportions.
     lifted = np.maximum(res.steps, floors)
     steps[sub] = lifted
-    for i, (j, x) in enumerate(zip(sub, prog.rank_rates(res))):
+    for i, (j, ranks) in enumerate(zip(sub, prog.rank_rates(res))):
         if lifted[i] == res.steps[i]:
-            rank_x[j] = x
+            rank_x[j] = ranks
         elif res.steps[i] > 0:
-            rank_x[j] = x * (lifted[i] / res.steps[i])
+            rank_x[j] = ranks * (lifted[i] / res.steps[i])
         else:
-            rank_x[j] = np.full(len(x), lifted[i] * dem.batch[j] / len(x))
+            rank_x[j] = np.full(len(ranks), lifted[i] * dem.batch[j] / len(ranks))
 
 
 def solve_maxmin(cluster: ClusterState, rounds: int = 2, objective: str = "sd",
