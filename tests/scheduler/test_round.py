@@ -61,13 +61,17 @@ def fleets(draw):
     return jobs, gpus, cap
 
 
-@given(fleets(), st.sampled_from(["k8s", "gpufair", "las", "fifo-packed"]))
-@settings(max_examples=250, deadline=None)
+LEVER_SETS = {**PRESETS, "las": Levers("las", "least-loaded", "paced", "even"),
+              "fifo-packed": Levers("fifo", "packed", "time-slicing", "even"),
+              "sd-sliced": Levers("sd", "sd", "time-slicing", "sd-maxmin"),
+              "random-paced": Levers("fifo", "random", "paced", "balance")}
+
+
+@given(fleets(), st.sampled_from(sorted(LEVER_SETS)))
+@settings(max_examples=300, deadline=None)
 def test_every_plan_keeps_the_rules(fleet, lever_set):
     jobs, gpus, cap = fleet
-    base = PRESETS.get(lever_set) or {"las": Levers("las", "least-loaded", "paced", "even"),
-                                      "fifo-packed": Levers("fifo", "packed", "time-slicing",
-                                                            "even")}[lever_set]
+    base = LEVER_SETS[lever_set]
     levers = Levers(base.queue, base.placement, base.shares, base.split, max_per_gpu=cap)
     plan = plan_round(jobs, gpus, 600.0, levers, Models(), seed=3)
     by_name = {j.job: j for j in jobs}

@@ -6,18 +6,11 @@ room (`sliced.py`). With paced shares it walks the order once:
 - a resident job runs alone on its GPUs if nothing more urgent was given
   time on any of them, else it is held at a step boundary (`paced.Filler`);
 - a waiting job is placed when its turn comes. Under the `sd` placement
-  only onto GPUs where it runs at once (nothing more urgent runs there)
-  and where it holds nobody back for long: it joins a GPU that holds jobs
-  only if it needs at most `STACK_RATIO` of each one's remaining time (a
-  short job slips in and leaves; a long one would hold them to the end,
-  and GPUs are never taken back, so the rest of the cluster could idle
-  meanwhile), and only if they can afford the wait without passing the
-  makespan goal. Among such sets it takes the one that least raises the
-  slow-down of the job it holds back (score: that job's SD if delayed by
-  the newcomer's whole remaining exclusive time). A job with no such set
-  waits: admitting it later keeps its choice of GPUs open. Other
-  placement rules admit onto any GPUs with room; the shares then decide
-  who runs.
+  only onto GPUs where it runs at once and holds nobody back for long (the
+  rule, with its reasons: `arrival.py`); a job with no such set waits, since
+  admitting it later keeps its choice of GPUs open and GPUs are never taken
+  back. Other placement rules admit onto any GPUs with room; the shares
+  then decide who runs.
 Then the held jobs, most urgent first, may borrow slivers of their busy
 GPUs to use their idle ones (`Filler.lend`).
 
@@ -33,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import STACK_RATIO, hold_back_reason, outlook, paced_choice
+from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -45,7 +38,7 @@ from gpufair.scheduler.policy.sliced import sliced_round
 _FULL = 1 - 1e-9
 
 
-class _Outlook:
+class _GpuState:
     """Per GPU, what a newcomer meets there: the residents' exclusive time
     left (shortest, and until the GPU empties), how long they may be held
     before the makespan goal, the next resident that would run (its
@@ -100,7 +93,7 @@ class _Outlook:
             self._top(g)
 
 
-def _place(board: Board, job: FleetJob, filler: Filler, look: _Outlook
+def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
            ) -> tuple[int, ...] | None:
     """GPUs for waiting `job` now, or None after queueing it (module docstring)."""
     room = board.room(job)
@@ -117,9 +110,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _Outlook
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
-    polite = (job.remaining_s() <= STACK_RATIO * look.shortest) & \
-        (job.remaining_s() <= look.slack)
-    board.wait(job, np.where(polite, look.busy_until, look.empty_at),
+    board.wait(job, np.where(choice.polite, look.busy_until, look.empty_at),
                hold_back_reason(job, choice, running))
     return None
 
@@ -128,7 +119,7 @@ def _paced(board: Board) -> RoundPlan:
     lv = board.levers
     filler = Filler(len(board.gpus), board.interference, lv.min_share,
                     joint=lv.split != "even", now=board.now, sd_cap=board.target)
-    look = _Outlook(board)
+    look = _GpuState(board)
     held: list[tuple[FleetJob, list[int]]] = []
     for i in board.order:
         job = board.jobs[i]

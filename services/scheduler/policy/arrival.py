@@ -32,12 +32,14 @@ STACK_RATIO = 0.5
 
 @dataclass(frozen=True)
 class Choice:
-    """Where a newcomer may go: the GPUs (positions, ascending) or None, the
-    GPUs it could run on at once were it not for holding others back, and
-    each GPU's score (the SD of the job it would hold back)."""
+    """Where a newcomer may go: the GPUs (positions, ascending) or None; per
+    GPU, whether it could run there at once (`free`), whether it would hold
+    nobody back for long there (`polite`), and the SD of the job it would
+    hold back (`score`)."""
 
     gpus: tuple[int, ...] | None
     free: np.ndarray
+    polite: np.ndarray
     score: np.ndarray
 
 
@@ -54,7 +56,7 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached)
-    return Choice(got, ok, score)
+    return Choice(got, ok, polite, score)
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
@@ -104,7 +106,7 @@ class Arrival:
 
 
 def outlook(board: Board, look: object) -> Outlook:
-    """The round's end state (`look`: the paced round's `_Outlook`)."""
+    """The round's end state (`look`: the paced round's `_GpuState`)."""
     n = len(board.gpus)
     runners = look.runner  # type: ignore[attr-defined]
     sd, per_s = np.zeros(n), np.zeros(n)

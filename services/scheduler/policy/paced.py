@@ -158,7 +158,7 @@ class _Fit:
     split: tuple[int, ...]
     steps: float
     eff: list[float]
-    lender: bool = True  # ran alone in pass 1; may lend slivers
+    lender: bool = True  # ran alone in pass 1 and lent nothing yet: may lend slivers
 
     def shares(self) -> list[float]:
         return [self.steps * (self.job.sec_per_step + self.job.sec_per_sample * b) / e
@@ -261,7 +261,8 @@ class Filler:
             if self._slowdown(lender.job, l_steps) > self._sd_cap:
                 return None
             loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
-            refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff))
+            # A job lends once a round: its efficiencies now count this borrower.
+            refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff, lender=False))
         gain = job.num_gpus * steps / exclusive_steps(job)
         if gain <= LEND_WEIGHT * max(loss, 0.0):
             return None
