@@ -47,6 +47,7 @@ ACCESS: dict[str, Access] = {
     "/gpufair.metrics.v1.MetricsService/WatchJobStats": Access.READ,
     "/gpufair.scheduler.v1.SchedulerService/RegisterJob": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/DeregisterJob": Access.JOB,
+    "/gpufair.scheduler.v1.SchedulerService/RemoveJob": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/StreamCommands": Access.JOB,
     "/gpufair.scheduler.v1.SchedulerService/ListJobs": Access.READ,
     "/gpufair.scheduler.v1.SchedulerService/GetJob": Access.READ,
@@ -67,6 +68,7 @@ ACCESS: dict[str, Access] = {
     "/gpufair.cache.v1.CacheService/EvictEntry": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/SubmitPipeline": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/GetPlan": Access.READ,
+    "/gpufair.cache.v1.CacheService/ListPipelines": Access.READ,
     # A step's recorded durations steer every later plan of its pipeline.
     "/gpufair.cache.v1.CacheService/RecordStepDuration": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/ListClusterEntries": Access.READ,

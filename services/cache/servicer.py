@@ -15,10 +15,10 @@ from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.node.status import EntryState, EntryStatus
 from gpufair.cache.pipelines import PipelineRunner, Run
 from gpufair.common.errors import InvalidArgument
+from gpufair.common.limits import MAX_WAIT_S
 
 _STATE = {EntryState.ABSENT: pb.ENTRY_STATE_ABSENT, EntryState.FETCHING: pb.ENTRY_STATE_FETCHING,
           EntryState.CACHED: pb.ENTRY_STATE_CACHED, EntryState.FAILED: pb.ENTRY_STATE_FAILED}
-MAX_WAIT_S = 3600.0
 
 
 def entry_to_pb(s: EntryStatus, node: str) -> pb.Entry:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
+from gpufair.common.limits import MAX_BATCH
 
 MAX_RANK = 65_535
-MAX_BATCH = 1 << 24
 MAX_RECORDS_PER_BATCH = 10_000
 
 

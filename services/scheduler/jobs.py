@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
-
-MAX_RANKS = 4096
-MAX_GLOBAL_BATCH = 1 << 24
+from gpufair.common.limits import MAX_BATCH as MAX_GLOBAL_BATCH
+from gpufair.common.limits import MAX_RANKS
 
 
 @dataclass(frozen=True)
