@@ -7,7 +7,7 @@ import argparse
 import time
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
-from gpufair.client.cli.common import (EXIT_USAGE, add_json_flag, bounded, call_and_render, fail, fmt, int_list, table,
+from gpufair.client.cli.common import (EXIT_USAGE, add_json_flag, call_and_render, fail, fmt, in_range, int_list, table,
                                        to_dict)
 from gpufair.common import limits
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "`gpufair job rm ID` ends an active job as removed (it stays in `jobs --all` until the "
                        "retention rule purges it) and purges an ended job's record; --purge purges at once.")
     p.add_argument("words", nargs="+", metavar="ID | rm ID", help="a job id, or rm and a job id")
-    p.add_argument("--limit", type=bounded(int, 0, limits.MAX_HISTORY, "history entries"), default=20,
+    p.add_argument("--limit", type=in_range(int, 0, limits.MAX_HISTORY, "history entries"), default=20,
                    help="history entries (default 20)")
     p.add_argument("--purge", action="store_true", help="with rm: delete the record at once, even of an active job")
     add_json_flag(p)
@@ -39,9 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.set_defaults(func=policy_get)
     s = psub.add_parser("set", help="change the active policy")
     s.add_argument("name", help="even, balance, sd-feedback or sd-maxmin")
-    s.add_argument("--period", type=bounded(float, *limits.PERIOD_S, "seconds"), default=None,
+    s.add_argument("--period", type=in_range(float, *limits.PERIOD_S, "seconds"), default=None,
                    help=f"seconds between decisions ({limits.PERIOD_S[0]:g}-{limits.PERIOD_S[1]:g}; omitted: keep the current)")
-    s.add_argument("--min-change", type=bounded(float, *limits.MIN_CHANGE, "a fraction"), default=None,
+    s.add_argument("--min-change", type=in_range(float, *limits.MIN_CHANGE, "a fraction"), default=None,
                    help="smallest fraction of a batch worth moving (0-0.99; omitted: keep the current; 0 is sent as the "
                    "smallest step, 0.001)")
     add_json_flag(s)

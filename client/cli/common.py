@@ -24,6 +24,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc
 from gpufair.client.config import ClientConfig
 from gpufair.common import env
 from gpufair.common.channels import sync_channel, token_metadata
+from gpufair.common.errors import bounded
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -82,7 +83,7 @@ class Endpoints:
         return _STUBS[service](self.channel(getattr(self, service)))
 
 
-def bounded(kind: type, lo: float, hi: float, what: str) -> Callable[[str], Any]:
+def in_range(kind: type, lo: float, hi: float, what: str) -> Callable[[str], Any]:
     """An argparse `type=` reading a `kind` (int or float) in [lo, hi]; its error
     names the limit (argparse adds the option's name)."""
     def read(text: str) -> Any:
@@ -132,7 +133,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def fail(message: str, code: int = EXIT_FAIL) -> int:
-    print(f"gpufair: {message}", file=sys.stderr)
+    print(f"gpufair: {bounded(message)}", file=sys.stderr)
     return code
 
 

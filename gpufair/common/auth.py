@@ -24,7 +24,7 @@ import grpc
 
 from gpufair.common.config import CommonConfig
 from gpufair.common.errors import PermissionDenied
-from gpufair.common.handlers import rebuild
+from gpufair.common.handlers import Undecodable, rebuild
 from gpufair.common.tokens import JobTokens
 
 logger = logging.getLogger(__name__)
@@ -139,6 +139,8 @@ def _job_scoped(handler: grpc.RpcMethodHandler, job: str) -> grpc.RpcMethodHandl
     """Let the call through only for requests that name the token's own job."""
 
     def refused(request: Any) -> PermissionDenied | None:
+        if isinstance(request, Undecodable):
+            return None  # names no job: the error interceptor answers INVALID_ARGUMENT
         named = getattr(request, "job_id", None)
         return None if named == job else PermissionDenied(f"a token for job {job!r} cannot act on job {named or ''!r}")
 
