@@ -82,13 +82,13 @@ class DecisionLoop:
                 period = (await self._policies.get()).period_s
                 await self.tick()
                 if skipped:
-                    logger.info("decision rounds resumed")
+                    logger.info("decision rounds resumed")  # their inputs' own outage is logged where it is seen
                 skipped = ""
             except asyncio.CancelledError:
                 raise
             except Unavailable as exc:
                 if not skipped:  # one line when rounds stop, one when they resume: not one per period
-                    logger.warning("decision rounds skipped until their inputs answer: %s", exc)
+                    logger.info("decision rounds skipped until their inputs answer: %s", exc)
                 skipped = str(exc)
             except Exception:  # noqa: BLE001 - one bad round must not stop the loop
                 logger.exception("decision round failed")
