@@ -24,7 +24,7 @@ import aetcd
 import aetcd.exceptions
 import grpc
 
-from gpufair.common.config import EtcdAuth
+from gpufair.common.config import EtcdAuth, parse_endpoint
 from gpufair.common.errors import Unavailable
 from gpufair.common.state import Json, StaleVersion, StateStore, Stored, Watch, WatchEvent
 from gpufair.common.tasks import stop_task
@@ -37,15 +37,6 @@ logger = logging.getLogger(__name__)
 # ranks are ~5 MiB, past gRPC's default 4 MiB receive limit. etcd's own Go
 # client sets no practical limit; this one allows 256 MiB.
 _CHANNEL_OPTIONS = {"grpc.max_receive_message_length": 256 * 1024 * 1024}
-
-
-def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """Split `host:port` (a leading `http://` is allowed) into its parts."""
-    rest = endpoint.split("://", 1)[-1].rstrip("/")
-    host, _, port = rest.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"etcd endpoint {endpoint!r} is not host:port")
-    return host, int(port)
 
 
 def _decode(kv: Any) -> Stored:
