@@ -28,13 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _s3(endpoint: str, timeout: float) -> tuple[bool, str]:
-    # Any HTTP answer (even 403 for an anonymous request) means the endpoint is up.
+    # Any HTTP answer means the endpoint is up: MinIO answers its health path with 200;
+    # other S3 servers (AWS, moto) answer it 403 or 404, which is no failure.
     url = endpoint if "://" in endpoint else f"http://{endpoint}"
     try:
         urllib.request.urlopen(url + "/minio/health/live", timeout=timeout)  # noqa: S310 - operator-given endpoint
-        return True, "answers"
-    except urllib.error.HTTPError as exc:
-        return True, f"answers (HTTP {exc.code})"
+        return True, "reachable (MinIO, healthy)"
+    except urllib.error.HTTPError:
+        return True, "reachable"
     except (urllib.error.URLError, socket.timeout, OSError) as exc:
         return False, str(getattr(exc, "reason", exc))
 

@@ -87,12 +87,21 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
         return pb.EvictEntryResponse(evicted=True, freed_bytes=last.size_bytes)
 
     async def SubmitPipeline(self, request: pb.SubmitPipelineRequest, context: grpc.aio.ServicerContext) -> pb.SubmitPipelineResponse:
-        run = await self._runner.submit(request.yaml, request.source, request.run_id, request.start_prefetch)
+        run = await self._runner.submit(request.yaml, request.source, request.run_id, request.start_prefetch, dict(request.parameters))
         await asyncio.sleep(0)  # let prefetches due now start, so the plan shows them
         return pb.SubmitPipelineResponse(plan=plan_to_pb(run, self._cache, self._node))
 
     async def GetPlan(self, request: pb.GetPlanRequest, context: grpc.aio.ServicerContext) -> pb.GetPlanResponse:
         return pb.GetPlanResponse(plan=plan_to_pb(self._runner.get(request.run_id), self._cache, self._node))
+
+    async def ListPipelines(self, request: pb.ListPipelinesRequest, context: grpc.aio.ServicerContext) -> pb.ListPipelinesResponse:
+        out = pb.ListPipelinesResponse()
+        for run in sorted(self._runner.runs.values(), key=lambda r: r.started_unix_s):
+            uris = [d.dataset.uri for d in run.plan.datasets if d.dataset.fetchable and d.dataset.uri not in run.refused]
+            cached = sum(self._cache.status(u).state is EntryState.CACHED for u in uris)
+            out.runs.add(run_id=run.run_id, pipeline_name=run.plan.pipeline.name or "", started_unix_s=run.started_unix_s,
+                         makespan_s=run.plan.makespan_s, datasets=len(run.plan.datasets), cached=cached)
+        return out
 
     async def RecordStepDuration(self, request: pb.RecordStepDurationRequest,
                                  context: grpc.aio.ServicerContext) -> pb.RecordStepDurationResponse:

@@ -49,7 +49,9 @@ def job_to_pb(s: JobStats) -> pb.JobStats:
 def device_to_pb(d: DeviceStats) -> pb.DeviceStats:
     return pb.DeviceStats(
         device_id=d.device_id, node=d.node, utilization_percent=d.utilization_percent, memory_used_bytes=d.memory_used,
-        source=d.source, occupants=[pb.DeviceOccupant(job_id=j, rank=r, busy_fraction=b) for j, r, b in d.occupants],
+        source=d.source, occupants=[pb.DeviceOccupant(job_id=o.job, rank=o.rank, busy_fraction=o.busy_fraction,
+                                                      compute_s_per_step=o.compute_s_per_step, holds_back=o.holds_back)
+                                    for o in d.occupants],
     )
 
 
