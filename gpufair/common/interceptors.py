@@ -23,6 +23,7 @@ from opentelemetry import metrics, trace
 
 from gpufair.common.errors import GpufairError, InvalidArgument, bounded
 from gpufair.common.handlers import Undecodable, rebuild, tolerant
+from gpufair.common.observability import SECONDS_BUCKETS
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter or metrics.get_meter("gpufair.rpc")
         self._duration = meter.create_histogram("gpufair_rpc_server_duration_seconds", unit="s",
-                                                description="time to answer an RPC (a stream: its whole life), by method and status")
+                                                description="time to answer an RPC (a stream: its whole life), by method and status",
+                                                explicit_bucket_boundaries_advisory=SECONDS_BUCKETS)
         self._warnings = _Warnings(WARN_EVERY_S)
         self._tracer = trace.get_tracer("gpufair.rpc")
 

@@ -20,6 +20,9 @@ from gpufair.common.config import CommonConfig, parse_endpoint
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Histogram buckets for durations in seconds (OpenTelemetry's default ones are for milliseconds).
+SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
 
 def setup_logging(level: str) -> None:
     logging.basicConfig(

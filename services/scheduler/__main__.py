@@ -14,7 +14,7 @@ from gpufair.scheduler.exporter import register_instruments
 
 async def _build(config: CommonConfig):
     replica = await build_replica(config, default_policy(), life=life_settings())
-    register_instruments(replica.registry, replica.loop, asyncio.get_running_loop())
+    register_instruments(replica.registry, replica.loop, asyncio.get_running_loop(), election=replica.election)
     return start_background(replica, auth_interceptors(config)), replica.close
 
 

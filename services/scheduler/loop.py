@@ -52,11 +52,11 @@ class Leadership(Protocol):
 class DecisionLoop:
     def __init__(self, state: StateStore, keys: Keys, registry: JobRegistry, election: Leadership, policies: PolicyStore,
                  fetch_metrics: Callable[[], Awaitable[dict[str, JobMetrics]]], fetch_profiles: Callable[[], Awaitable[Profiles]],
-                 *, lead_s: float = 0.5, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings(),
-                 on_round: Callable[[RoundResult], None] | None = None) -> None:
+                 *, lead_s: float = 0.5, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings()) -> None:
         self._state, self._keys, self._registry, self._election = state, keys, registry, election
         self._policies, self._fetch_metrics, self._fetch_profiles = policies, fetch_metrics, fetch_profiles
-        self._lead_s, self._clock, self._on_round = lead_s, clock, on_round
+        self._lead_s, self._clock = lead_s, clock
+        self.round_listeners: list[Callable[[RoundResult], None]] = []  # told of every round (metrics)
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
         self.board = FigureBoard()  # what ListJobs and GetJob show, on every replica
@@ -155,8 +155,8 @@ class DecisionLoop:
         await self._state.put(self._keys.decision(), record.pack())
         self.rounds += 1
         result = RoundResult(record, written)
-        if self._on_round is not None:
-            self._on_round(result)
+        for listener in self.round_listeners:
+            listener(result)
         return result
 
     async def _issue(self, view: JobView, sizes: tuple[int, ...], changed: bool, why: str, policy: str,
