@@ -11,6 +11,7 @@ an incident id, its traceback in the log.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import time
@@ -81,45 +82,36 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         logger.error("unexpected error in %s (incident %s)", method, incident, exc_info=exc)
         return grpc.StatusCode.INTERNAL, f"internal error (incident {incident}; details in the server log)"
 
-    def _record(self, method: str, code: str, t0: float) -> None:
-        self._duration.record(time.perf_counter() - t0, {"method": method.rsplit("/", 1)[-1], "code": code})
+    @contextlib.asynccontextmanager
+    async def _scope(self, method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        """Around one call: a span, the error -> status mapping, and the call's duration and status."""
+        t0, code = time.perf_counter(), "OK"
+        with self._tracer.start_as_current_span(method, kind=trace.SpanKind.SERVER) as span:
+            try:
+                yield
+            except grpc.aio.AbortError:
+                code = "ABORTED_BY_HANDLER"
+                raise
+            except Exception as exc:  # noqa: BLE001 - every error gets a status
+                status, message = self._status(method, exc)
+                code = status.name
+                span.set_attribute("rpc.grpc.status_code", status.value[0])
+                await context.abort(status, message)
+            finally:
+                self._duration.record(time.perf_counter() - t0, {"method": method.rsplit("/", 1)[-1], "code": code})
 
     def _wrap_unary(self, behavior: Callable[..., Awaitable[Any]], method: str, request_stream: bool) -> Callable[..., Awaitable[Any]]:
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            t0, code = time.perf_counter(), "OK"
-            with self._tracer.start_as_current_span(method, kind=trace.SpanKind.SERVER) as span:
-                try:
-                    return await behavior(_decoded_stream(request) if request_stream else _decoded(request), context)
-                except grpc.aio.AbortError:
-                    code = "ABORTED_BY_HANDLER"
-                    raise
-                except Exception as exc:  # noqa: BLE001 - every error gets a status
-                    status, message = self._status(method, exc)
-                    code = status.name
-                    span.set_attribute("rpc.grpc.status_code", status.value[0])
-                    await context.abort(status, message)
-                finally:
-                    self._record(method, code, t0)
+            async with self._scope(method, context):
+                return await behavior(_decoded_stream(request) if request_stream else _decoded(request), context)
 
         return wrapper
 
     def _wrap_stream(self, behavior: Callable[..., AsyncIterator[Any]], method: str, request_stream: bool) -> Callable[..., AsyncIterator[Any]]:
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            t0, code = time.perf_counter(), "OK"
-            with self._tracer.start_as_current_span(method, kind=trace.SpanKind.SERVER) as span:
-                try:
-                    async for item in behavior(_decoded_stream(request) if request_stream else _decoded(request), context):
-                        yield item
-                except grpc.aio.AbortError:
-                    code = "ABORTED_BY_HANDLER"
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    status, message = self._status(method, exc)
-                    code = status.name
-                    span.set_attribute("rpc.grpc.status_code", status.value[0])
-                    await context.abort(status, message)
-                finally:
-                    self._record(method, code, t0)
+            async with self._scope(method, context):
+                async for item in behavior(_decoded_stream(request) if request_stream else _decoded(request), context):
+                    yield item
 
         return wrapper
 

@@ -14,12 +14,24 @@ import pytest
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
-from gpufair.local.launch import launch
+from gpufair.local.launch import LocalJob, launch
 from fault_support import PACED_TRAINER, Service, service_env, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 BATCH, DATASET = 32, 9600  # 300 steps of ~0.06 s
+
+
+def _start(tmp_path: Path, etcd: str, root: str, name: str, dataset: int, lost_s: float) -> tuple[Service, Service, LocalJob]:
+    """Metrics and a scheduler as processes (metrics on a port kept across restarts), and a paced 2-rank job."""
+    env = service_env(etcd, root, tmp_path, GPUFAIR_POLICY="even", GPUFAIR_JOB_LOST_S=str(lost_s))
+    metrics = Service("gpufair.metrics", env, tmp_path / "metrics.log").start()
+    env["GPUFAIR_METRICS_ADDR"] = metrics.addr
+    sched = Service("gpufair.scheduler", env, tmp_path / "sched.log").start()
+    trainer_env = dict(env, GPUFAIR_SCHEDULER_ADDR=sched.addr, FAULT_STEP_S="0.05")
+    job = launch(name, [str(PACED_TRAINER), "--job", name, "--global-batch", str(BATCH), "--epochs", "1",
+                        "--dataset-size", str(dataset), "--hidden", "32"], 2, tmp_path, trainer_env)
+    return metrics, sched, job
 
 
 async def _job(stub: spb_grpc.SchedulerServiceStub, job: str, include_finished: bool = True) -> spb.JobSummary | None:
@@ -44,13 +56,7 @@ async def _sd_settled(stub: spb_grpc.SchedulerServiceStub, job: str, samples: li
 
 async def test_slowdown_survives_a_metrics_restart_and_close_records_the_end(tmp_path: Path, etcd_endpoint: str,
                                                                              etcd_root: str) -> None:
-    env = service_env(etcd_endpoint, etcd_root, tmp_path, GPUFAIR_POLICY="even", GPUFAIR_JOB_LOST_S="3")
-    metrics = Service("gpufair.metrics", env, tmp_path / "metrics.log").start()
-    env["GPUFAIR_METRICS_ADDR"] = metrics.addr
-    sched = Service("gpufair.scheduler", env, tmp_path / "sched.log").start()
-    trainer_env = dict(env, GPUFAIR_SCHEDULER_ADDR=sched.addr, FAULT_STEP_S="0.05")
-    job = launch("life", [str(PACED_TRAINER), "--job", "life", "--global-batch", str(BATCH), "--epochs", "1",
-                          "--dataset-size", str(DATASET), "--hidden", "32"], 2, tmp_path, trainer_env)
+    metrics, sched, job = _start(tmp_path, etcd_endpoint, etcd_root, "life", DATASET, lost_s=3)
     try:
         async with grpc.aio.insecure_channel(sched.addr) as ch:
             stub = spb_grpc.SchedulerServiceStub(ch)
@@ -90,13 +96,7 @@ async def test_slowdown_survives_a_metrics_restart_and_close_records_the_end(tmp
 
 
 async def test_a_killed_job_ends_as_failed_when_its_ranks_are_gone(tmp_path: Path, etcd_endpoint: str, etcd_root: str) -> None:
-    env = service_env(etcd_endpoint, etcd_root, tmp_path, GPUFAIR_POLICY="even", GPUFAIR_JOB_LOST_S="2")
-    metrics = Service("gpufair.metrics", env, tmp_path / "metrics.log").start()
-    env["GPUFAIR_METRICS_ADDR"] = metrics.addr
-    sched = Service("gpufair.scheduler", env, tmp_path / "sched.log").start()
-    trainer_env = dict(env, GPUFAIR_SCHEDULER_ADDR=sched.addr, FAULT_STEP_S="0.05")
-    job = launch("doomed", [str(PACED_TRAINER), "--job", "doomed", "--global-batch", str(BATCH), "--epochs", "1",
-                            "--dataset-size", str(DATASET * 4), "--hidden", "32"], 2, tmp_path, trainer_env)
+    metrics, sched, job = _start(tmp_path, etcd_endpoint, etcd_root, "doomed", DATASET * 4, lost_s=2)
     try:
         async with grpc.aio.insecure_channel(sched.addr) as ch:
             stub = spb_grpc.SchedulerServiceStub(ch)
