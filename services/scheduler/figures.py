@@ -12,6 +12,7 @@ report restores them exactly).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -41,10 +42,11 @@ class FigureBoard:
     def get(self, job: str) -> Figures | None:
         return self.figures.get(job)
 
-    def refresh(self, views: list[JobView], fresh: Mapping[str, JobMetrics] | None, profiles: Profiles,
-                now: float) -> tuple[ClusterState, dict[str, JobEstimate]]:
+    async def refresh(self, views: list[JobView], fresh: Mapping[str, JobMetrics] | None, profiles: Profiles,
+                      now: float) -> tuple[ClusterState, dict[str, JobEstimate]]:
         """New figures for the active `views` from `fresh` metrics (None: the service did
-        not answer); returns the snapshot they came from, for the decision round."""
+        not answer); returns the snapshot they came from, for the decision round. The
+        snapshot (~0.1-0.3 s for 4,000 jobs) is built off the event loop, which serves RPCs."""
         active = [v for v in views if v.active]
         merged: dict[str, JobMetrics] = {}
         stale: set[str] = set()
@@ -58,7 +60,7 @@ class FigureBoard:
                 stale.add(job)
         ids = {v.spec.job_id for v in active}
         self._last = {j: m for j, m in self._last.items() if j in ids}
-        cluster, est = build_snapshot(active, merged, profiles, now)
+        cluster, est = await asyncio.to_thread(build_snapshot, active, merged, dict(profiles), now)
         self.figures = {j: Figures(e, j in stale, now) for j, e in est.items()}
         self.at_unix_s = now
         for listener in self.listeners:

@@ -104,14 +104,14 @@ class DecisionLoop:
             await self._housekeeper.sweep(views)
             if fresh is not None:
                 return await self.run_round(fresh)  # refreshes the figures it decides on
-        self.board.refresh(views, fresh, await self._safe_profiles(), self._clock())
+        await self.board.refresh(views, fresh, await self._safe_profiles(), self._clock())
         if leader:
             raise Unavailable("the metrics service does not answer")
         return None
 
     async def refresh(self) -> None:
         """Refresh the figures now (tests and benchmarks; the loop does it every period)."""
-        self.board.refresh(self._registry.views(), await self._safe_metrics(), await self._safe_profiles(), self._clock())
+        await self.board.refresh(self._registry.views(), await self._safe_metrics(), await self._safe_profiles(), self._clock())
 
     async def _safe_profiles(self) -> Profiles:
         # Reads serve the last good state during an etcd outage (the job mirror does the same).
@@ -135,7 +135,7 @@ class DecisionLoop:
         if metrics is None:
             metrics = await self._fetch_metrics()
         views = [v for v in self._registry.views() if v.active]
-        cluster, est = self.board.refresh(views, metrics, await self._fetch_profiles(), self._clock())
+        cluster, est = await self.board.refresh(views, metrics, await self._fetch_profiles(), self._clock())
         t0 = time.perf_counter()
         decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change),
                                             self._warm)

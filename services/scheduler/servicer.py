@@ -122,12 +122,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                     logger.debug("leave failed", exc_info=True)
 
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
-        out = pb.ListJobsResponse()
-        add, summary = out.jobs.add, self._summaries.of
-        for v in self._registry.views():
-            if request.include_finished or v.active:
-                add().CopyFrom(summary(v))
-        return out
+        views = self._registry.views()
+        return self._summaries.listing(views if request.include_finished else [v for v in views if v.active])
 
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.GetJobResponse:
         _require(request.job_id)
