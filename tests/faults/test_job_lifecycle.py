@@ -22,12 +22,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 BATCH, DATASET = 32, 9600  # 300 steps of ~0.06 s
 
 
-def _start(tmp_path: Path, etcd: str, root: str, name: str, dataset: int, lost_s: float) -> tuple[Service, Service, LocalJob]:
+def _start(tmp_path: Path, etcd: str, root: str, name: str, dataset: int, lost_s: float,
+           profile: spb.Profile | None = None) -> tuple[Service, Service, LocalJob]:
     """Metrics and a scheduler as processes (metrics on a port kept across restarts), and a paced 2-rank job."""
     env = service_env(etcd, root, tmp_path, GPUFAIR_POLICY="even", GPUFAIR_JOB_LOST_S=str(lost_s))
     metrics = Service("gpufair.metrics", env, tmp_path / "metrics.log").start()
     env["GPUFAIR_METRICS_ADDR"] = metrics.addr
     sched = Service("gpufair.scheduler", env, tmp_path / "sched.log").start()
+    if profile is not None:
+        with grpc.insecure_channel(sched.addr) as ch:
+            spb_grpc.SchedulerServiceStub(ch).PutProfile(spb.PutProfileRequest(profile=profile), timeout=10, wait_for_ready=True)
     trainer_env = dict(env, GPUFAIR_SCHEDULER_ADDR=sched.addr, FAULT_STEP_S="0.05")
     job = launch(name, [str(PACED_TRAINER), "--job", name, "--global-batch", str(BATCH), "--epochs", "1",
                         "--dataset-size", str(dataset), "--hidden", "32"], 2, tmp_path, trainer_env)
@@ -56,14 +60,17 @@ async def _sd_settled(stub: spb_grpc.SchedulerServiceStub, job: str, samples: li
 
 async def test_slowdown_survives_a_metrics_restart_and_close_records_the_end(tmp_path: Path, etcd_endpoint: str,
                                                                              etcd_root: str) -> None:
-    metrics, sched, job = _start(tmp_path, etcd_endpoint, etcd_root, "life", DATASET, lost_s=3)
+    # A profile 4x faster than the paced trainer runs alone: its SD is ~4, so a wrong elapsed time shows.
+    profile = spb.Profile(model="mlp-32", device_type="cpu", fit=spb.StepTimeFit(a_s=0.015, c_s=0.0))
+    metrics, sched, job = _start(tmp_path, etcd_endpoint, etcd_root, "life", DATASET, lost_s=3, profile=profile)
     try:
         async with grpc.aio.insecure_channel(sched.addr) as ch:
             stub = spb_grpc.SchedulerServiceStub(ch)
             seen: list[float] = []
             await until(lambda: _sd_settled(stub, "life", seen), 60, "a settled slow-down with metrics up")
             before = await _job(stub, "life")
-            assert before.state == spb.JOB_STATE_RUNNING and before.slowdown >= 1.0 and before.started_unix_s > 0
+            assert before.state == spb.JOB_STATE_RUNNING and before.slowdown > 2.0 and before.started_unix_s > 0
+            assert before.exclusive_source == "profile"
 
             metrics.kill9()
             assert job.alive(), job.logs()
