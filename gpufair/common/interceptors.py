@@ -29,7 +29,9 @@ from gpufair.common.observability import SECONDS_BUCKETS
 logger = logging.getLogger(__name__)
 
 WARN_EVERY_S = 10.0
-_CALLER_MISTAKES = frozenset({"INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION"})
+# Malformed requests; FAILED_PRECONDITION is left out: a trainer of a job that has just
+# ended reconnecting its command stream is no mistake worth a line.
+_CALLER_MISTAKES = frozenset({"INVALID_ARGUMENT", "OUT_OF_RANGE"})
 
 
 class _Warnings:

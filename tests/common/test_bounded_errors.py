@@ -80,6 +80,16 @@ def test_garbage_bytes_are_invalid_argument_with_one_warning_and_no_traceback(se
         assert log.count("WARNING gpufair.common.interceptors") == 1, log[-2000:]  # 20 mistakes, one line
 
 
+def test_garbage_in_a_request_stream_is_invalid_argument(services) -> None:
+    addr, child = services["metrics"]
+    with grpc.insecure_channel(addr) as ch:
+        call = ch.stream_stream("/gpufair.metrics.v1.MetricsService/ReportTelemetry")  # raw bytes, as a hostile client
+        with pytest.raises(grpc.RpcError) as err:
+            list(call(iter([b"\xff\xff\xff\xff\x0f"]), timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "ReportTelemetryRequest" in err.value.details()
+    assert "Traceback" not in child.log_tail(100_000)
+
+
 def test_the_cli_prints_one_line_for_a_huge_id(services) -> None:
     addr, _ = services["scheduler"]
     env = dict(os.environ, GPUFAIR_SCHEDULER_ADDR=addr)
