@@ -37,6 +37,8 @@ def register_instruments(registry: JobRegistry, decisions: DecisionLoop, loop: a
                                       description="1 while this replica leads (runs the decision rounds), else 0")
 
     def slowdowns(_: CallbackOptions) -> Iterable[Observation]:
+        if election is not None and not election.is_leader:
+            return []  # every replica has the figures; one series per job is enough (the leader decides on them)
         latest = on_loop(loop, lambda: dict(decisions.latest))
         return [Observation(e.slowdown, {"job": job}) for job, e in latest.items() if e.slowdown > 0]
 
