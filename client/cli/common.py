@@ -92,7 +92,7 @@ def in_range(kind: type, lo: float, hi: float, what: str) -> Callable[[str], Any
         except ValueError:
             value = None
         if value is None or value != value or not lo <= value <= hi:  # value != value: NaN
-            raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected {what} from {lo:g} to {hi:g}")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected {what} from {lo:,.10g} to {hi:,.10g}")
         return value
     return read
 

@@ -17,12 +17,12 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_flag, print_json, table
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_flag, in_range, print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="check the metrics, scheduler and cache services, etcd and S3")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds per check (default 2)")
+    p.add_argument("--timeout", type=in_range(float, 0.1, 60, "seconds"), default=2.0, help="seconds per check (default 2)")
     add_json_flag(p)
     p.set_defaults(func=status)
 
