@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -16,6 +17,8 @@ from gpufair.cache.node.status import EntryState, EntryStatus
 from gpufair.cache.pipelines import PipelineRunner, Run
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.limits import MAX_WAIT_S
+
+MAX_UNIX_S = 1e11  # the year 5138: beyond it a deadline is a mistake, not a plan
 
 _STATE = {EntryState.ABSENT: pb.ENTRY_STATE_ABSENT, EntryState.FETCHING: pb.ENTRY_STATE_FETCHING,
           EntryState.CACHED: pb.ENTRY_STATE_CACHED, EntryState.FAILED: pb.ENTRY_STATE_FAILED}
@@ -57,6 +60,10 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
         self.counters = counters or CacheCounters()
 
     async def Prefetch(self, request: pb.PrefetchRequest, context: grpc.aio.ServicerContext) -> pb.PrefetchResponse:
+        if not (math.isfinite(request.deadline_unix_s) and 0 <= request.deadline_unix_s <= MAX_UNIX_S):
+            raise InvalidArgument(f"deadline_unix_s={request.deadline_unix_s} must be 0 (none) or a Unix time up to {MAX_UNIX_S:g}")
+        if len(request.pin_owner) > 253:
+            raise InvalidArgument(f"pin_owner has {len(request.pin_owner)} characters; at most 253")
         deadline = request.deadline_unix_s or None
         status = await self._cache.prefetch(request.uri, priority=request.priority, deadline=deadline, pin_owner=request.pin_owner or None)
         return pb.PrefetchResponse(entry=entry_to_pb(status, self._node))
