@@ -55,7 +55,7 @@ async def test_admin_commands_round_trip_and_exit_codes(etcd_endpoint: str, etcd
         zero = await run("policy", "set", "even", "--period", "0")
         assert zero.returncode == 2 and "--period" in zero.stderr and "0.05" in zero.stderr
         limit = await run("job", "job-cli", "--limit", "99999999999")
-        assert limit.returncode == 2 and "--limit" in limit.stderr and "10000" in limit.stderr
+        assert limit.returncode == 2 and "--limit" in limit.stderr and "10,000" in limit.stderr
         assert (await run("job", "no-such-job")).returncode == 2
         changed = await run("policy", "set", "balance", "--json")
         assert changed.returncode == 0 and json.loads(changed.stdout)["policy"]["name"] == "balance"
