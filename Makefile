@@ -8,10 +8,12 @@ PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast gen check-gen lint clean bench
 
-## setup: etcd-server (apt), the venv with every Python dependency, buf (npm)
+## setup: etcd-server and prometheus (apt), the venv with every Python dependency, buf (npm)
 setup: $(VENV)/.installed node_modules/.installed
 	@command -v etcd >/dev/null || { echo "installing etcd-server (apt)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq etcd-server >/dev/null; }
+	@command -v prometheus >/dev/null || { echo "installing prometheus (apt; the scrape test runs a real one)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
 
 $(VENV)/.installed: requirements.txt requirements-train.txt requirements-dev.txt pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -88,6 +88,10 @@ class GrpcCommandSource:
                 code = exc.code() if hasattr(exc, "code") else None
                 if self._stop.is_set() or code == grpc.StatusCode.CANCELLED:
                     return
+                if code == grpc.StatusCode.FAILED_PRECONDITION:
+                    # The job has ended (closed by rank 0, or removed by an operator): nothing more will come.
+                    logger.info("no more split commands for job %s: %s", self._job, exc.details())
+                    return
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND):
                     logger.error("command stream refused (%s: %s); keeping the current split", code.name, exc.details())
                     if not backoff.wait():

@@ -52,6 +52,7 @@ def _register(session: Session, placements: list[Placement], max_batch: int, exc
     try:
         res = stub.RegisterJob(spb.RegisterJobRequest(spec=spec), metadata=session.metadata, timeout=5)
         session.registered = True
+        session.initial_split = tuple(res.job.split.batch_sizes)
         logger.info("registered job %s (split %s)", session.job_id, list(res.job.split.batch_sizes))
         return None
     except grpc.RpcError as exc:
@@ -92,9 +93,9 @@ def init(job_id: str, global_batch: int, *, model: str, total_samples: int | Non
     if world > 1 and dist.is_available() and dist.is_initialized():
         # Rank 0's outcome reaches every rank (this is also the barrier: the job
         # exists before any rank opens its command stream).
-        box = [refused]
+        box = [(refused, session.registered, session.initial_split)]
         dist.broadcast_object_list(box, src=0)
-        refused = box[0]
+        refused, session.registered, session.initial_split = box[0]
     if refused:
         raise InvalidArgument(refused)
     busy = session.busy_seconds if emulated_device is not None else None

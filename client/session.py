@@ -10,6 +10,9 @@
 
 Every remote call is best effort: with the control plane down the session
 trains with the split it has (at first the even one) and keeps retrying.
+`session.close()` ends the job's life at the scheduler (rank 0 deregisters it
+as finished; as failed when the `with` block exits on an exception), so the
+job leaves `gpufair jobs` with its final slow-down, completion time and samples.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from typing import Any
 import grpc
 import torch.distributed as dist
 
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
+from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
 from gpufair.client.commands import GrpcCommandSource
 from gpufair.client.config import ClientConfig
 from gpufair.client.telemetry import TelemetryReporter
-from gpufair.client.training import ElasticLoop
+from gpufair.client.training import ElasticLoop, StepRecord
 from gpufair.common.channels import sync_channel, token_metadata
 
 logger = logging.getLogger(__name__)
@@ -63,6 +68,17 @@ def _local_device(node: str, rank: int, emulated: Any) -> tuple[str, str]:
     return f"cpu-{node}-{rank}", "cpu"
 
 
+class Progress:
+    """A step observer keeping the job's cumulative samples and the latest step (for close() and status lines)."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.last: StepRecord | None = None
+
+    def on_step(self, record: StepRecord) -> None:
+        self.samples, self.last = record.global_samples_total, record
+
+
 @dataclass
 class Session:
     """A training process's link to gpufair; build it with `init()`."""
@@ -77,6 +93,9 @@ class Session:
     placement: Placement
     emulated: Any = None  # an EmulatedDevice, if this rank uses one
     registered: bool = False
+    initial_split: tuple[int, ...] = ()  # the split at registration (empty if the scheduler was not reached)
+    progress: Progress = field(default_factory=Progress)
+    _closed: bool = False
     _busy_s: float = 0.0
     _channels: list[grpc.Channel] = field(default_factory=list)
     _reporter: TelemetryReporter | None = None
@@ -111,25 +130,45 @@ class Session:
 
     def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, observers: Sequence[Any] = (), **loader_kwargs: Any) -> ElasticLoop:
         """This rank's elastic data loading, following the job's split commands (plus your own step observers)."""
-        observers = ([self._reporter] if self._reporter else []) + list(observers)
+        observers = ([self._reporter] if self._reporter else []) + [self.progress] + list(observers)
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
                            observers=observers, command_source=self._commands, **loader_kwargs)
         self._loops.append(loop)
         return loop
 
-    def close(self) -> None:
-        """Stop telemetry and commands; training state is untouched."""
+    def close(self, *, failed: bool = False, reason: str = "") -> None:
+        """Stop telemetry and commands and end the job's life at the scheduler (rank 0:
+        finished, or `failed`); training state is untouched. Never raises; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         for loop in self._loops:
             loop.close()  # the first close stops the shared command source; later ones are no-ops
         if self._reporter:
             self._reporter.close()
+        if self.rank == 0 and self.config.enabled:
+            self._deregister(failed, reason)
         for ch in self._channels:
             ch.close()
         if self.emulated is not None:
             self.emulated.close()
 
+    def _deregister(self, failed: bool, reason: str) -> None:
+        outcome = spb.JOB_OUTCOME_FAILED if failed else spb.JOB_OUTCOME_FINISHED
+        req = spb.DeregisterJobRequest(job_id=self.job_id, outcome=outcome, samples_done=self.progress.samples, reason=reason[:500])
+        try:
+            stub = spb_grpc.SchedulerServiceStub(self._channel(self.config.scheduler_addr))
+            stub.DeregisterJob(req, metadata=self.metadata, timeout=3)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            # The scheduler ends a job whose ranks all left by itself (GPUFAIR_JOB_LOST_S), so this is no loss.
+            logger.info("could not deregister job %s (%s); the scheduler will end it when its ranks are gone", self.job_id, code)
+        except Exception:  # noqa: BLE001 - never into training
+            logger.debug("deregistration failed", exc_info=True)
+
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        failed = exc_type is not None
+        self.close(failed=failed, reason=f"training stopped on {exc_type.__name__}: {str(exc)[:200]}" if failed and exc_type else "")

@@ -5,8 +5,15 @@ Run two ranks on CPU (gloo) against a local gpufair stack:
     torchrun --nproc-per-node 2 examples/train_ddp.py --job demo-a --global-batch 64 --epochs 2
 
 Without the services it trains the same way (even split), logging that the
-control plane is unreachable. `--emu-device N` makes the rank use emulated
-GPU N (GPUFAIR_EMU_GPUS / GPUFAIR_EMU_DIR), shared with other jobs.
+control plane is unreachable. Each rank prints once whether it joined gpufair
+(job, rank, split); rank 0 prints a progress line every `--log-every` steps
+(step, loss, samples/s, the split in force).
+
+`--emu-device 1,2` puts local rank 0 on emulated GPU 1 and local rank 1 on
+GPU 2 (GPUFAIR_EMU_GPUS / GPUFAIR_EMU_DIR), shared with other jobs: two
+torchrun jobs given overlapping lists reproduce the demo's contention by hand.
+A single number is one device for every rank, which only a launcher that
+gives each rank its own arguments can use.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import torch
@@ -31,6 +39,20 @@ def make_dataset(size: int, dim: int = 32, classes: int = 10, seed: int = 0) -> 
     return TensorDataset(x, (x @ w).argmax(dim=1))
 
 
+def emu_device_for(spec: str, local_rank: int, local_world: int) -> int:
+    """This local rank's emulated device from `--emu-device` (N, or a list N0,N1,... by LOCAL_RANK)."""
+    try:
+        devices = [int(d) for d in spec.split(",")]
+    except ValueError:
+        raise SystemExit(f"--emu-device {spec!r}: expected a device number or a comma-separated list, one per local rank") from None
+    if len(devices) == 1 and local_world > 1:
+        raise SystemExit(f"--emu-device {spec}: {local_world} local ranks would share one emulated GPU (a job's ranks "
+                         f"need one each); give one per local rank, e.g. --emu-device {','.join(map(str, range(local_world)))}")
+    if len(devices) > 1 and local_rank >= len(devices):
+        raise SystemExit(f"--emu-device {spec}: no device for local rank {local_rank} ({len(devices)} given)")
+    return devices[local_rank] if len(devices) > 1 else devices[0]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--job", required=True)
@@ -38,18 +60,21 @@ def main() -> None:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--dataset-size", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=256, help="MLP width: the knob for step cost")
-    p.add_argument("--emu-device", type=int, default=None)
+    p.add_argument("--emu-device", default=None, metavar="N|N0,N1,...",
+                   help="emulated GPU of each local rank (a list indexed by LOCAL_RANK)")
+    p.add_argument("--log-every", type=int, default=20, help="rank 0 prints progress every this many steps (0: never)")
     p.add_argument("--stats-out", default="", help="write this rank's own measurements as JSON")
     args = p.parse_args()
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    rank, world = dist.get_rank(), dist.get_world_size()
     device = None
     if args.emu_device is not None:
         from gpufair.client.workloads.emulated import EmulatedDevice
 
-        device = EmulatedDevice.open(args.emu_device)
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        device = EmulatedDevice.open(emu_device_for(args.emu_device, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     dataset = make_dataset(args.dataset_size)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(32, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 10)))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -60,7 +85,11 @@ def main() -> None:
                                   model=f"mlp-{args.hidden}", emulated_device=device)
     # gpufair, line 2: the elastic loader replaces DataLoader + DistributedSampler.
     loop = session.loop(dataset)
+    split = "/".join(map(str, session.initial_split)) or "even"
+    joined = "registered with gpufair" if session.registered else "not registered with gpufair (training with the even split)"
+    print(f"[{args.job} rank {rank}/{world}] {joined}; split {split}" + (f"; emulated GPU {device.index}" if device else ""), flush=True)
     steps, samples, compute_s, t_start = 0, 0, 0.0, time.time()
+    t_log, samples_log = t_start, 0
     whole, frac = int(args.epochs), args.epochs - int(args.epochs)
     for epoch in range(whole + (1 if frac > 0 else 0)):
         limit = loop.sampler.steps_per_epoch if epoch < whole else int(loop.sampler.steps_per_epoch * frac)
@@ -77,6 +106,12 @@ def main() -> None:
             compute_s += time.perf_counter() - t0
             steps += 1
             samples += len(y)
+            if rank == 0 and args.log_every and steps % args.log_every == 0:
+                now, plan = time.time(), loop.plan
+                done = steps * args.global_batch - samples_log
+                print(f"[{args.job}] step {steps}  loss {loss.item():.4f}  {done / max(now - t_log, 1e-9):.0f} samples/s  "
+                      f"split {'/'.join(map(str, plan.split)) if plan else split}", flush=True)
+                t_log, samples_log = now, steps * args.global_batch
     session.close()
     if args.stats_out:
         with open(f"{args.stats_out}.rank{rank}.json", "w") as fh:
@@ -87,4 +122,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("GPUFAIR_LOG_LEVEL", "WARNING")
-    main()
+    sys.exit(main())

@@ -8,10 +8,13 @@ What is timed (in-process, no network between the servicer and the caller;
 the metrics "service" answers at once, profiles come from the real etcd):
 - "round's registry read": `registry.views()`, what each decision round and
   each ListJobs read of the registry;
-- "ListJobs": the servicer's whole ListJobs (registry read, per-job estimates,
-  protobuf answer), with no telemetry yet and with every job reporting;
-- "of which estimates": the per-job slow-down estimates of the busy ListJobs
-  alone (the policy core's model, not the registry).
+- "ListJobs": the servicer's whole ListJobs (registry read, figures, protobuf
+  answer), with no telemetry yet and with every job reporting; the baseline
+  column runs the previous ListJobs in the same process: per call, profiles
+  from etcd and the per-job slow-down estimates of every job (`build_snapshot`),
+  then the protobuf answer built from scratch;
+- "figures refresh": what replaces those per-call estimates, once per
+  decision period in the background (metrics, estimates, summaries rebuilt).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -37,11 +41,14 @@ from gpufair.common.tokens import JobTokens
 from gpufair.local import EtcdServer
 from gpufair.scheduler.hub import CommandHub
 from gpufair.scheduler.jobs import JobSpec, Placement, Split
+from gpufair.scheduler.lifecycle import JobLife, Phase
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.servicer import SchedulerServicer
-from gpufair.scheduler.snapshot import JobMetrics, RankMetrics
+from gpufair.scheduler.figures import Figures
+from gpufair.scheduler.snapshot import JobMetrics, RankMetrics, build_snapshot
+from gpufair.scheduler.summaries import fill_summary
 from gpufair.scheduler.sources import PolicySettings, PolicyStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,14 +56,16 @@ TXN_OPS = 128  # etcd's default --max-txn-ops
 
 
 async def load(state: EtcdState, keys: Keys, jobs: int, ranks: int) -> int:
-    """Write `jobs` registrations with a split and `ranks` live members each; returns the key count."""
+    """Write `jobs` running registrations with a split and `ranks` live members each; returns the key count."""
     kv: list[tuple[str, dict]] = []
+    started = time.time() - 60.0
     for j in range(jobs):
         job = f"job-{j:05d}"
         spec = JobSpec(job, "resnet50", 32 * ranks, 10**7, tuple(Placement(r, f"node-{j % 500}", f"gpu-{j}-{r}", "h200")
                                                                   for r in range(ranks)))
         kv.append((keys.job_spec(job), spec.to_json()))
         kv.append((keys.job_split(job), Split(1, 0, (32,) * ranks, "even", "bench", 0.0).to_json()))
+        kv.append((keys.job_life(job), JobLife(2, Phase.RUNNING, started - 1.0, started, first_split_version=1).to_json()))
         kv += [(keys.job_member(job, r), {"rank": r, "replica": "bench", "stream": "s", "since": 0.0}) for r in range(ranks)]
     tx = state.client.transactions
     for i in range(0, len(kv), TXN_OPS):
@@ -101,8 +110,8 @@ def telemetry(jobs: int, ranks: int) -> dict[str, JobMetrics]:
 
 async def measure(registry: Any, state: EtcdState, keys: Keys, repeat: int, expect: int,
                   busy: dict[str, JobMetrics]) -> dict[str, float]:
-    """Median seconds of a round's registry read, of ListJobs with no telemetry and
-    with telemetry for every job, and of that ListJobs' estimates alone."""
+    """Median seconds of a round's registry read, of ListJobs (this tree's and the
+    per-call-estimates one) with no telemetry and with every job busy, and of a refresh."""
     registry.start_background()
     t0 = time.perf_counter()
     if not await registry.wait_ready(300):
@@ -117,16 +126,31 @@ async def measure(registry: Any, state: EtcdState, keys: Keys, repeat: int, expe
         is_leader = False
 
     policies = PolicyStore(state, keys, PolicySettings("even", 5.0, 0.05))
-    loop = DecisionLoop(state, keys, registry, _Standby(), policies, fetch_metrics, ProfileStore(state, keys).fits)
-    servicer = SchedulerServicer(registry, CommandHub(), loop, policies, ProfileStore(state, keys), JobTokens("s"), "bench")
+    profiles = ProfileStore(state, keys)
+    loop = DecisionLoop(state, keys, registry, _Standby(), policies, fetch_metrics, profiles.fits)
+    servicer = SchedulerServicer(registry, CommandHub(), loop, policies, profiles, JobTokens("s"), "bench")
     list_all = pb.ListJobsRequest(include_finished=True)
+
+    async def per_call_listjobs() -> pb.ListJobsResponse:
+        """The previous ListJobs: estimates of every job and a fresh protobuf answer on every call."""
+        views, now = registry.views(), time.time()
+        _, est = build_snapshot(views, metrics, await profiles.fits(), now)
+        out = pb.ListJobsResponse()
+        for v in views:
+            fill_summary(out.jobs.add(), v, Figures(est[v.spec.job_id], False, now))
+        return out
+
     assert len(registry.views()) == expect, "the mirror does not hold every job"
-    out = {"mirror_s": mirror_s, "round_read_s": statistics.median(await timed(registry.views, repeat)),
-           "list_idle_s": statistics.median(await timed(lambda: servicer.ListJobs(list_all, None), repeat))}
-    metrics.update(busy)
-    out["list_busy_s"] = statistics.median(await timed(lambda: servicer.ListJobs(list_all, None), repeat))
-    out["estimates_busy_s"] = statistics.median(await timed(loop.estimates, repeat))
-    assert len((await servicer.ListJobs(list_all, None)).jobs) == expect
+    out = {"mirror_s": mirror_s, "round_read_s": statistics.median(await timed(registry.views, repeat))}
+    for label, fill in (("idle", {}), ("busy", busy)):
+        metrics.update(fill)
+        out[f"refresh_{label}_s"] = statistics.median(await timed(loop.refresh, max(repeat // 4, 1)))
+        out[f"list_{label}_s"] = statistics.median(await timed(lambda: servicer.ListJobs(list_all, None), repeat))
+        out[f"list_{label}_old_s"] = statistics.median(await timed(per_call_listjobs, max(repeat // 4, 1)))
+    listed = (await servicer.ListJobs(list_all, None)).jobs
+    assert len(listed) == expect and listed[0].samples_per_s == 500.0, "ListJobs does not show the busy figures"
+    # The same figures both ways (their clocks differ by the time between the two calls).
+    assert math.isclose((await per_call_listjobs()).jobs[0].slowdown, listed[0].slowdown, rel_tol=0.01)
     await registry.stop()
     return out
 
@@ -148,15 +172,19 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await state.close()
             server.close()
-    print(f"{'':<28}{'this tree':>12}" + (f"{'baseline ' + args.baseline_rev:>20}{'ratio':>10}" if old else ""))
-    for key, label in [("round_read_s", "round's registry read"), ("list_idle_s", "ListJobs, no telemetry"),
-                       ("list_busy_s", "ListJobs, every job busy"), ("estimates_busy_s", "  of which estimates"),
-                       ("mirror_s", "first full read (mirror)")]:
-        line = f"{label:<28}{new[key] * 1e3:>10.1f}ms"
-        if old:
-            line += f"{old[key] * 1e3:>18.1f}ms{old[key] / new[key]:>9.0f}x"
+    print(f"{'':<34}{'this tree':>12}{'baseline':>20}{'ratio':>10}")
+    rows = [("round's registry read", new["round_read_s"], old["round_read_s"] if old else None, f"registry at {args.baseline_rev}")]
+    for label, name in (("idle", "no telemetry"), ("busy", "every job busy")):
+        rows.append((f"ListJobs, {name}", new[f"list_{label}_s"], new[f"list_{label}_old_s"], "per-call estimates"))
+        rows.append((f"  figures refresh (per period)", new[f"refresh_{label}_s"], None, ""))
+    rows.append(("first full read (mirror)", new["mirror_s"], old["mirror_s"] if old else None, f"registry at {args.baseline_rev}"))
+    for label, value, base, what in rows:
+        line = f"{label:<34}{value * 1e3:>10.1f}ms"
+        if base is not None:
+            line += f"{base * 1e3:>18.1f}ms{base / value:>9.0f}x  ({what})"
         print(line)
-    print(f"(medians of {args.repeat} runs" + (f", baseline {args.baseline_repeat})" if old else ")"))
+    print(f"(medians of {args.repeat} ListJobs calls and registry reads, {max(args.repeat // 4, 1)} refreshes and per-call "
+          f"estimates" + (f"; baseline registry {args.baseline_repeat} run)" if old else ")"))
 
 
 if __name__ == "__main__":

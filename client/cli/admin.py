@@ -1,24 +1,34 @@
-"""`gpufair jobs | job ID | policy get/set | split pin/release`: the scheduler's admin RPCs."""
+"""`gpufair jobs | job ID | job rm ID | policy get/set | split pin/release | explain`:
+the scheduler's admin RPCs. Job states come from the scheduler's record in etcd."""
 
 from __future__ import annotations
 
 import argparse
+import time
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
-from gpufair.client.cli.common import EXIT_USAGE, add_json_flag, call_and_render, fail, fmt, table, to_dict
+from gpufair.client.cli.common import (EXIT_USAGE, add_json_flag, call_and_render, fail, fmt, in_range, int_list, table,
+                                       to_dict)
+from gpufair.common import limits
 
-_STATE = {pb.JOB_STATE_PENDING: "pending", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_FINISHED: "finished"}
+_STATE = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_FINISHED: "finished",
+          pb.JOB_STATE_FAILED: "failed", pb.JOB_STATE_REMOVED: "removed"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("jobs", help="list jobs: ranks, split, rate, slow-down, exclusive rate")
-    p.add_argument("--all", action="store_true", help="include finished jobs")
+    p = sub.add_parser("jobs", help="active jobs (--all: with ended ones): ranks, split, rate, slow-down, state")
+    p.add_argument("--all", action="store_true", help="also list ended jobs (finished, failed, removed) the retention rule keeps")
     add_json_flag(p)
     p.set_defaults(func=jobs)
 
-    p = sub.add_parser("job", help="one job with its history of splits and slow-downs")
-    p.add_argument("job_id")
-    p.add_argument("--limit", type=int, default=20, help="history entries (default 20)")
+    p = sub.add_parser("job", help="`job ID`: one job with its history; `job rm ID`: remove it",
+                       description="`gpufair job ID` shows one job with its history of splits and slow-downs. "
+                       "`gpufair job rm ID` ends an active job as removed (it stays in `jobs --all` until the "
+                       "retention rule purges it) and purges an ended job's record; --purge purges at once.")
+    p.add_argument("words", nargs="+", metavar="ID | rm ID", help="a job id, or rm and a job id")
+    p.add_argument("--limit", type=in_range(int, 0, limits.MAX_HISTORY, "history entries"), default=20,
+                   help="history entries (default 20)")
+    p.add_argument("--purge", action="store_true", help="with rm: delete the record at once, even of an active job")
     add_json_flag(p)
     p.set_defaults(func=job)
 
@@ -29,8 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.set_defaults(func=policy_get)
     s = psub.add_parser("set", help="change the active policy")
     s.add_argument("name", help="even, balance, sd-feedback or sd-maxmin")
-    s.add_argument("--period", type=float, default=0.0, help="seconds between decisions")
-    s.add_argument("--min-change", type=float, default=0.0, help="smallest fraction of a batch worth moving")
+    s.add_argument("--period", type=in_range(float, *limits.PERIOD_S, "seconds"), default=None,
+                   help=f"seconds between decisions ({limits.PERIOD_S[0]:g}-{limits.PERIOD_S[1]:g}; omitted: keep the current)")
+    s.add_argument("--min-change", type=in_range(float, *limits.MIN_CHANGE, "a fraction"), default=None,
+                   help="smallest fraction of a batch worth moving (0-0.99; omitted: keep the current; 0 is sent as the "
+                   "smallest step, 0.001)")
     add_json_flag(s)
     s.set_defaults(func=policy_set)
 
@@ -52,31 +65,60 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=explain)
 
 
+def _elapsed(j: pb.JobSummary) -> str:
+    s = int(j.elapsed_s)
+    return "-" if not j.started_unix_s else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{j.elapsed_s:.1f}s")
+
+
+def _rate(j: pb.JobSummary) -> str:
+    # A stale rate is the last one known while the metrics service does not answer.
+    return fmt(j.samples_per_s, 1) + ("?" if j.stale and j.samples_per_s else "")
+
+
 def jobs(args: argparse.Namespace) -> int:
     def render(res: pb.ListJobsResponse) -> None:
         rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", _sizes(j.split.batch_sizes) + ("*" if j.pinned else ""),
-                 fmt(j.samples_per_s, 1), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _STATE.get(j.state, "?")]
-                for j in res.jobs]
-        print(table(["JOB", "RANKS", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "STATE"], rows) if rows else "no jobs")
+                 _rate(j), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _elapsed(j),
+                 _STATE.get(j.state, "?")] for j in res.jobs]
+        print(table(["JOB", "RANKS", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "ELAPSED", "STATE"], rows) if rows else
+              ("no jobs" if args.all else "no active jobs (gpufair jobs --all lists ended ones too)"))
+        if any(j.stale for j in res.jobs):
+            print("?: last known figures: the metrics service has not answered for these jobs")
 
     return call_and_render(args, "list jobs", "scheduler", "ListJobs", pb.ListJobsRequest(include_finished=args.all), render,
                            as_json=lambda res: [to_dict(j) for j in res.jobs])
 
 
 def job(args: argparse.Namespace) -> int:
+    if args.words[0] == "rm" and len(args.words) == 2:
+        return job_rm(args, args.words[1])
+    if len(args.words) != 1 or args.purge:
+        return fail("usage: gpufair job ID | gpufair job rm [--purge] ID", EXIT_USAGE)
+    job_id = args.words[0]
+
     def render(res: pb.GetJobResponse) -> None:
         j = res.job
         print(f"job {j.spec.job_id}: model {j.spec.model}, global batch {j.spec.global_batch}, {len(j.spec.ranks)} ranks, "
-              f"{_STATE.get(j.state, '?')}, {j.progress:.0%} done, SD {fmt(j.slowdown)} (exclusive "
-              f"{fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})")
+              f"{_STATE.get(j.state, '?')} ({j.state_reason or '-'}), {j.progress:.0%} done, elapsed {_elapsed(j)}, "
+              f"SD {fmt(j.slowdown)} (exclusive {fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})"
+              + (", figures stale" if j.stale else ""))
         print(table(["RANK", "NODE", "DEVICE", "BATCH"], [[r.rank, r.node, r.device_id, b] for r, b in zip(j.spec.ranks, j.split.batch_sizes)]))
         print()
-        print(table(["VERSION", "AT STEP", "SPLIT", "POLICY", "SD", "REASON"],
-                    [[h.split.version, h.split.apply_step, _sizes(h.split.batch_sizes), h.split.policy, fmt(h.slowdown), h.split.reason[:80]]
-                     for h in res.history]))
+        print(table(["SPLIT", "ISSUED", "AT STEP", "SIZES", "POLICY", "SD", "REASON"],
+                    [[_number(h.split), _clock(h.split.issued_unix_s), h.split.apply_step, _sizes(h.split.batch_sizes), h.split.policy,
+                      fmt(h.slowdown), h.split.reason[:80]] for h in res.history]))
 
-    return call_and_render(args, f"job {args.job_id}", "scheduler", "GetJob",
-                           pb.GetJobRequest(job_id=args.job_id, history_limit=args.limit), render)
+    return call_and_render(args, f"job {job_id}", "scheduler", "GetJob",
+                           pb.GetJobRequest(job_id=job_id, history_limit=args.limit), render)
+
+
+def job_rm(args: argparse.Namespace, job_id: str) -> int:
+    def render(res: pb.RemoveJobResponse) -> None:
+        was = _STATE.get(res.previous_state, "?")
+        print(f"{job_id}: {'record purged' if res.purged else 'ended as removed (kept in gpufair jobs --all)'} (was {was})")
+
+    return call_and_render(args, f"job rm {job_id}", "scheduler", "RemoveJob", pb.RemoveJobRequest(job_id=job_id, purge=args.purge),
+                           render)
 
 
 def policy_get(args: argparse.Namespace) -> int:
@@ -88,18 +130,21 @@ def policy_get(args: argparse.Namespace) -> int:
 
 
 def policy_set(args: argparse.Namespace) -> int:
-    req = pb.SetPolicyRequest(policy=pb.PolicyConfig(name=args.name, period_s=args.period, min_change=args.min_change))
+    # 0 means "keep the current value" on the wire, so an explicit 0 travels as the smallest change there is.
+    min_change = None if args.min_change is None else (args.min_change or 0.001)
+    req = pb.SetPolicyRequest(policy=pb.PolicyConfig(name=args.name, period_s=args.period or 0.0, min_change=min_change or 0.0))
     return call_and_render(args, "set policy", "scheduler", "SetPolicy", req,
-                           lambda res: print(f"policy is now {res.policy.name} (period {res.policy.period_s:g}s)"))
+                           lambda res: print(f"policy is now {res.policy.name} (period {res.policy.period_s:g}s, "
+                                             f"min change {res.policy.min_change:.1%})"))
 
 
 def split_pin(args: argparse.Namespace) -> int:
     try:
-        sizes = [int(s) for s in args.sizes.split(",")]
-    except ValueError:
-        return fail(f"sizes {args.sizes!r}: want comma-separated integers like 48,16", EXIT_USAGE)
+        sizes = int_list(args.sizes, 1, limits.MAX_BATCH, "sizes")
+    except ValueError as exc:
+        return fail(f"{exc} (comma-separated per-rank batch sizes like 48,16)", EXIT_USAGE)
     return call_and_render(args, "pin split", "scheduler", "PinSplit", pb.PinSplitRequest(job_id=args.job_id, batch_sizes=sizes),
-                           lambda res: print(f"{args.job_id}: pinned {sizes} as version {res.split.version}"))
+                           lambda res: print(f"{args.job_id}: pinned {_sizes(sizes)} as split {_number(res.split)}"))
 
 
 def split_release(args: argparse.Namespace) -> int:
@@ -118,6 +163,15 @@ def explain(args: argparse.Namespace) -> int:
             print(f"- {j.job_id}: {_sizes(j.old_batch_sizes)} -> {_sizes(j.new_batch_sizes)}: {j.explanation}")
 
     return call_and_render(args, "explain", "scheduler", "ExplainDecision", pb.ExplainDecisionRequest(job_id=args.job_id), render)
+
+
+def _number(s: pb.SplitCommand) -> str:
+    """A split as people read it: its place in the job's life, else the time it was issued."""
+    return f"#{s.number}" if s.number else _clock(s.issued_unix_s)
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
 
 
 def _sizes(batch_sizes: object) -> str:

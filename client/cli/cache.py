@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
-from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, add_json_flag, call, call_and_render, print_json, table, to_dict
+from gpufair.client.cli.common import (EXIT_FAIL, EXIT_OK, add_json_flag, call, call_and_render, in_range, print_json, table,
+                                       to_dict)
+from gpufair.common.limits import MAX_WAIT_S
 
 _STATE = {pb.ENTRY_STATE_ABSENT: "absent", pb.ENTRY_STATE_FETCHING: "fetching", pb.ENTRY_STATE_CACHED: "cached", pb.ENTRY_STATE_FAILED: "failed"}
 
@@ -23,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cache_ls)
     pf = psub.add_parser("prefetch", help="fetch a dataset (s3://bucket/key or s3://bucket/prefix/)")
     pf.add_argument("uri")
-    pf.add_argument("--wait", type=float, default=0.0, help="wait up to this many seconds for it to be cached")
+    pf.add_argument("--wait", type=in_range(float, 0, MAX_WAIT_S, "seconds"), default=0.0,
+                    help="wait up to this many seconds for it to be cached")
     pf.add_argument("--pin", default="", metavar="OWNER", help="pin it for OWNER until released")
     add_json_flag(pf)
     pf.set_defaults(func=cache_prefetch)

@@ -24,6 +24,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc
 from gpufair.client.config import ClientConfig
 from gpufair.common import env
 from gpufair.common.channels import sync_channel, token_metadata
+from gpufair.common.errors import bounded
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -82,6 +83,34 @@ class Endpoints:
         return _STUBS[service](self.channel(getattr(self, service)))
 
 
+def in_range(kind: type, lo: float, hi: float, what: str) -> Callable[[str], Any]:
+    """An argparse `type=` reading a `kind` (int or float) in [lo, hi]; its error
+    names the limit (argparse adds the option's name)."""
+    def read(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value != value or not lo <= value <= hi:  # value != value: NaN
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected {what} from {lo:,.10g} to {hi:,.10g}")
+        return value
+    return read
+
+
+def int_list(text: str, lo: int, hi: int, what: str) -> list[int]:
+    """Comma-separated integers, each in [lo, hi] (ValueError naming the entry and the limit)."""
+    out = []
+    for i, part in enumerate(text.split(",")):
+        try:
+            value = int(part)
+        except ValueError:
+            raise ValueError(f"{what} {text[:80]!r}: entry {i + 1} ({part[:20]!r}) is not an integer") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"{what}: entry {i + 1} is {value}; each must be from {lo} to {hi}")
+        out.append(value)
+    return out
+
+
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
@@ -104,7 +133,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def fail(message: str, code: int = EXIT_FAIL) -> int:
-    print(f"gpufair: {message}", file=sys.stderr)
+    print(f"gpufair: {bounded(message)}", file=sys.stderr)
     return code
 
 

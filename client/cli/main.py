@@ -8,12 +8,12 @@ import logging
 import sys
 
 from gpufair import __version__
-from gpufair.client.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, exit_code
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, exit_code, fail
 from gpufair.common.errors import GpufairError
 
 # Imported lazily by name so one broken or heavy subcommand (torch for `profile`)
 # never slows or breaks the others.
-_COMMANDS = ("status", "admin", "cache", "plan", "steps", "sim", "profile")
+_COMMANDS = ("status", "admin", "devices", "cache", "pipeline", "plan", "steps", "sim", "profile")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,12 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except GpufairError as exc:
-        print(f"gpufair: {exc}", file=sys.stderr)
-        return exit_code(exc.code_name)
+        return fail(str(exc), exit_code(exc.code_name))
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for users
         logging.getLogger(__name__).debug("unexpected error", exc_info=True)
-        print(f"gpufair: unexpected error: {exc} (run with -v for details)", file=sys.stderr)
-        return EXIT_FAIL
+        return fail(f"unexpected error: {exc} (run with -v for details)", EXIT_FAIL)
 
 
 if __name__ == "__main__":

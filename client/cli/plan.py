@@ -54,7 +54,8 @@ def _json_file(path: str | None, what: str) -> dict[str, Any]:
     return value
 
 
-def _params(pairs: list[str]) -> dict[str, str]:
+def parse_params(pairs: list[str]) -> dict[str, str]:
+    """`--param NAME=VALUE` options as a dict (ValueError naming a malformed one)."""
     out = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not (args.bandwidth > 0 and args.bandwidth < float("inf")):
             return _error(f"--bandwidth must be a positive number of MB/s, got {args.bandwidth}")
-        params = _params(args.param)
+        params = parse_params(args.param)
         sizes = _json_file(args.sizes, "dataset sizes")
         durations = _json_file(args.durations, "step durations")
         text = _read(args.file)

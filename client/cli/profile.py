@@ -10,7 +10,7 @@ import json
 import sys
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
-from gpufair.client.cli.common import EXIT_OK, Endpoints, call, exit_code
+from gpufair.client.cli.common import EXIT_OK, Endpoints, call, exit_code, in_range
 from gpufair.client.workloads.record import Profile
 from gpufair.common.errors import GpufairError
 
@@ -38,11 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", type=_int_list, default=(1,),
                    help="device counts, comma-separated (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON list of measurements")
-    p.add_argument("--image-size", type=int, default=32, help="input image side in pixels (default 32)")
-    p.add_argument("--width", type=int, default=8, help="built-in models' base width (default 8)")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per point (default 10)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per point (default 3)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per device process (default 1)")
+    p.add_argument("--image-size", type=in_range(int, 8, 1024, "pixels"), default=32, help="input image side in pixels (default 32)")
+    p.add_argument("--width", type=in_range(int, 1, 1024, "a width"), default=8, help="built-in models' base width (default 8)")
+    p.add_argument("--steps", type=in_range(int, 1, 100_000, "steps"), default=10, help="timed steps per point (default 10)")
+    p.add_argument("--warmup", type=in_range(int, 0, 10_000, "steps"), default=3, help="warm-up steps per point (default 3)")
+    p.add_argument("--threads", type=in_range(int, 1, 256, "threads"), default=1, help="CPU threads per device process (default 1)")
     p.add_argument("--impl", default="auto", choices=("auto", "builtin", "torchvision"),
                    help="model definitions (default auto: torchvision when it imports and size >= 64)")
     p.add_argument("--store", action="store_true",

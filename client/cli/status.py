@@ -17,24 +17,25 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_flag, print_json, table
+from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, Endpoints, add_json_flag, in_range, print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="check the metrics, scheduler and cache services, etcd and S3")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds per check (default 2)")
+    p.add_argument("--timeout", type=in_range(float, 0.1, 60, "seconds"), default=2.0, help="seconds per check (default 2)")
     add_json_flag(p)
     p.set_defaults(func=status)
 
 
 def _s3(endpoint: str, timeout: float) -> tuple[bool, str]:
-    # Any HTTP answer (even 403 for an anonymous request) means the endpoint is up.
+    # Any HTTP answer means the endpoint is up: MinIO answers its health path with 200;
+    # other S3 servers (AWS, moto) answer it 403 or 404, which is no failure.
     url = endpoint if "://" in endpoint else f"http://{endpoint}"
     try:
         urllib.request.urlopen(url + "/minio/health/live", timeout=timeout)  # noqa: S310 - operator-given endpoint
-        return True, "answers"
-    except urllib.error.HTTPError as exc:
-        return True, f"answers (HTTP {exc.code})"
+        return True, "reachable (MinIO, healthy)"
+    except urllib.error.HTTPError:
+        return True, "reachable"
     except (urllib.error.URLError, socket.timeout, OSError) as exc:
         return False, str(getattr(exc, "reason", exc))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from gpufair.api.cache.v1 import cache_service_pb2 as pb
-from gpufair.client.cli.common import add_json_flag, call_and_render
+from gpufair.client.cli.common import add_json_flag, call_and_render, in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rec = psub.add_parser("record", help="add one observed duration of a pipeline step")
     rec.add_argument("pipeline", help="the pipeline's name (as `gpufair plan` prints it)")
     rec.add_argument("step", help="the step's name, e.g. train or condition-1/train-2")
-    rec.add_argument("seconds", type=float, help="how long the step ran")
+    rec.add_argument("seconds", type=in_range(float, 0, 30 * 86400, "seconds"), help="how long the step ran (up to 30 days)")
     add_json_flag(rec)
     rec.set_defaults(func=record)
 

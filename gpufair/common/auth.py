@@ -24,7 +24,7 @@ import grpc
 
 from gpufair.common.config import CommonConfig
 from gpufair.common.errors import PermissionDenied
-from gpufair.common.handlers import rebuild
+from gpufair.common.handlers import Undecodable, rebuild
 from gpufair.common.tokens import JobTokens
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ ACCESS: dict[str, Access] = {
     "/gpufair.metrics.v1.MetricsService/WatchJobStats": Access.READ,
     "/gpufair.scheduler.v1.SchedulerService/RegisterJob": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/DeregisterJob": Access.JOB,
+    "/gpufair.scheduler.v1.SchedulerService/RemoveJob": Access.ADMIN,
     "/gpufair.scheduler.v1.SchedulerService/StreamCommands": Access.JOB,
     "/gpufair.scheduler.v1.SchedulerService/ListJobs": Access.READ,
     "/gpufair.scheduler.v1.SchedulerService/GetJob": Access.READ,
@@ -67,6 +68,7 @@ ACCESS: dict[str, Access] = {
     "/gpufair.cache.v1.CacheService/EvictEntry": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/SubmitPipeline": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/GetPlan": Access.READ,
+    "/gpufair.cache.v1.CacheService/ListPipelines": Access.READ,
     # A step's recorded durations steer every later plan of its pipeline.
     "/gpufair.cache.v1.CacheService/RecordStepDuration": Access.ADMIN,
     "/gpufair.cache.v1.CacheService/ListClusterEntries": Access.READ,
@@ -137,6 +139,8 @@ def _job_scoped(handler: grpc.RpcMethodHandler, job: str) -> grpc.RpcMethodHandl
     """Let the call through only for requests that name the token's own job."""
 
     def refused(request: Any) -> PermissionDenied | None:
+        if isinstance(request, Undecodable):
+            return None  # names no job: the error interceptor answers INVALID_ARGUMENT
         named = getattr(request, "job_id", None)
         return None if named == job else PermissionDenied(f"a token for job {job!r} cannot act on job {named or ''!r}")
 

@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 
 from gpufair.common import env
 
+def parse_endpoint(endpoint: str, what: str = "etcd endpoint") -> tuple[str, int]:
+    """Split `host:port` (a leading `http://` is allowed; `[::1]:80` too) into its parts."""
+    rest = endpoint.split("://", 1)[-1].rstrip("/")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{what} {endpoint[:80]!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
 #: variable -> (default as documented, meaning), for checks that read the declarations.
 ENV_DOC: dict[str, tuple[str, str]] = {v.name: (v.default_text, v.meaning) for v in env.VARS}
 

@@ -11,6 +11,7 @@ for 0/false/no/off, and anything else is an error naming the variable.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -18,6 +19,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from gpufair.common import limits
 
 T = TypeVar("T")
 Env = Mapping[str, str]
@@ -36,25 +39,52 @@ def flag(name: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value in _TRUE or value in _FALSE:
         return value in _TRUE
-    raise ValueError(f"{name}={raw!r} is not a boolean: use true/false, 1/0, yes/no or on/off")
+    raise ValueError(f"{name}={_shown(raw)}: expected a boolean: true/false, 1/0, yes/no or on/off")
 
 
-def integer(name: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
+def _shown(raw: str, limit: int = 40) -> str:
+    return repr(raw) if len(raw) <= limit else f"{raw[:limit]!r}... ({len(raw)} characters)"
 
 
-def number(name: str, raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
+def whole(lo: int, hi: int, what: str = "a whole number") -> Callable[[str, str], int]:
+    """A reader of integers in [lo, hi]; its error names the variable, the value and what is expected."""
+    def read(name: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise ValueError(f"{name}={_shown(raw)}: expected {what} from {lo} to {hi}")
+        return value
+    return read
 
 
-def optional_integer(name: str, raw: str) -> int | None:
-    return integer(name, raw) if raw.strip() else None
+def real(lo: float, hi: float, what: str = "a number") -> Callable[[str, str], float]:
+    """A reader of finite numbers in [lo, hi] (errors as `whole`)."""
+    def read(name: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ValueError(f"{name}={_shown(raw)}: expected {what} from {lo:g} to {hi:g}")
+        return value
+    return read
+
+
+def one_of(*choices: str) -> Callable[[str, str], str]:
+    """A reader of one of `choices` (case-insensitive; returned as written there)."""
+    def read(name: str, raw: str) -> str:
+        for c in choices:
+            if raw.strip().lower() == c.lower():
+                return c
+        raise ValueError(f"{name}={_shown(raw)}: expected one of {', '.join(choices)}")
+    return read
+
+
+def optional(read: Callable[[str, str], T]) -> Callable[[str, str], T | None]:
+    """`read`, or None for an unset variable."""
+    return lambda name, raw: read(name, raw) if raw.strip() else None
 
 
 def parse_size(raw: str, what: str = "size") -> int:
@@ -62,7 +92,7 @@ def parse_size(raw: str, what: str = "size") -> int:
     m = _SIZE.match(raw)
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
-        raise ValueError(f"{what} {raw!r} is not a size: use e.g. 1048576, 500MB or 10GiB")
+        raise ValueError(f"{what}={_shown(raw)}: expected a size such as 1048576, 500MB or 10GiB")
     return int(float(m.group(1)) * _UNITS[unit])
 
 
@@ -139,16 +169,25 @@ NODE = _v("GPUFAIR_NODE", host_name, "node name reported by trainers and the cac
 CACHE_DIR = _v("GPUFAIR_CACHE_DIR", "/var/cache/gpufair", "cache service: node-local cache directory")
 CACHE_CAPACITY = _v("GPUFAIR_CACHE_CAPACITY", "10GiB", "cache service: byte capacity (suffixes KiB, MiB, GiB)", size)
 CACHE_PART_SIZE = _v("GPUFAIR_CACHE_PART_SIZE", "8MiB", "cache service: ranged-GET part size for large objects", size)
-CACHE_CONCURRENCY = _v("GPUFAIR_CACHE_CONCURRENCY", "8", "cache service: parts in flight at once", integer)
-CACHE_ACTIVE_FETCHES = _v("GPUFAIR_CACHE_ACTIVE_FETCHES", "4", "cache service: datasets fetched at once", integer)
-CACHE_RETRIES = _v("GPUFAIR_CACHE_RETRIES", "2", "cache service: retries of a failed or changed fetch", integer)
+CACHE_CONCURRENCY = _v("GPUFAIR_CACHE_CONCURRENCY", "8", "cache service: parts in flight at once", whole(1, 256))
+CACHE_ACTIVE_FETCHES = _v("GPUFAIR_CACHE_ACTIVE_FETCHES", "4", "cache service: datasets fetched at once", whole(1, 256))
+CACHE_RETRIES = _v("GPUFAIR_CACHE_RETRIES", "2", "cache service: retries of a failed or changed fetch", whole(0, 100))
 POLICY = _v("GPUFAIR_POLICY", "sd-maxmin", "scheduler: initial policy when none is stored in etcd")
-PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", number)
-MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting", number)
-LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire", integer)
-LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level")
-PROMETHEUS_PORT = _v("GPUFAIR_PROMETHEUS_PORT", "", "serve Prometheus metrics on this port (0 = any free port)",
-                     optional_integer, shown="(off)")
+PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", real(*limits.PERIOD_S, "seconds"))
+MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting",
+                real(*limits.MIN_CHANGE, "a fraction"))
+JOB_LOST_S = _v("GPUFAIR_JOB_LOST_S", "30", "scheduler: seconds a running job may have no live rank before it ends "
+                "(failed; finished if its work was done)", real(1, 86400, "seconds"))
+JOB_RETENTION_S = _v("GPUFAIR_JOB_RETENTION_S", "604800", "scheduler: seconds an ended job's record stays listed "
+                     "(`gpufair jobs --all`) before it is purged (default 7 days)", real(0, 10 * 365 * 86400, "seconds"))
+JOB_RETENTION_MAX = _v("GPUFAIR_JOB_RETENTION_MAX", "1000", "scheduler: most ended job records kept; older ones are purged first",
+                       whole(0, 100_000))
+LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire",
+               whole(2, 3600, "whole seconds"))
+LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level: DEBUG, INFO, WARNING or ERROR",
+              one_of("DEBUG", "INFO", "WARNING", "ERROR"))
+PROMETHEUS_PORT = _v("GPUFAIR_PROMETHEUS_PORT", "", "serve Prometheus metrics on this port, on the host of GPUFAIR_LISTEN "
+                     "(0 = any free port)", optional(whole(0, 65535, "a port")), shown="(off)")
 OTLP_ENDPOINT = _v("OTEL_EXPORTER_OTLP_ENDPOINT", "", "send traces and metrics over OTLP/gRPC to this collector", shown="(off)")
 TLS_CERT = _v("GPUFAIR_TLS_CERT", "", "PEM certificate: serve TLS on every service port", shown="(off)")
 TLS_KEY = _v("GPUFAIR_TLS_KEY", "", "PEM private key for GPUFAIR_TLS_CERT", shown="(off)")
@@ -172,7 +211,8 @@ EMU_DIR = _v("GPUFAIR_EMU_DIR", _emu_dir, "emulated GPUs: shared lock directory"
 VARS: tuple[Var, ...] = (
     ETCD, ETCD_ROOT, ETCD_USERNAME, ETCD_PASSWORD, LISTEN, METRICS_ADDR, SCHEDULER_ADDR, CACHE_ADDR, S3_ENDPOINT,
     S3_ACCESS_KEY, S3_SECRET_KEY, S3_SECURE, NODE, CACHE_DIR, CACHE_CAPACITY, CACHE_PART_SIZE, CACHE_CONCURRENCY,
-    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
+    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, JOB_LOST_S, JOB_RETENTION_S, JOB_RETENTION_MAX,
+    LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
     OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS, JOB_TOKEN,
     TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ import aetcd
 import aetcd.exceptions
 import grpc
 
-from gpufair.common.config import EtcdAuth
+from gpufair.common.config import EtcdAuth, parse_endpoint
 from gpufair.common.errors import Unavailable
 from gpufair.common.state import Json, StaleVersion, StateStore, Stored, Watch, WatchEvent
 from gpufair.common.tasks import stop_task
@@ -36,15 +37,6 @@ logger = logging.getLogger(__name__)
 # ranks are ~5 MiB, past gRPC's default 4 MiB receive limit. etcd's own Go
 # client sets no practical limit; this one allows 256 MiB.
 _CHANNEL_OPTIONS = {"grpc.max_receive_message_length": 256 * 1024 * 1024}
-
-
-def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """Split `host:port` (a leading `http://` is allowed) into its parts."""
-    rest = endpoint.split("://", 1)[-1].rstrip("/")
-    host, _, port = rest.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"etcd endpoint {endpoint!r} is not host:port")
-    return host, int(port)
 
 
 def _decode(kv: Any) -> Stored:
@@ -77,6 +69,16 @@ class EtcdState:
         self._live: dict[str, bytes] = {}
         self._keepalive: asyncio.Task[None] | None = None
         self._closed = False
+        self._down_since: float | None = None  # set while etcd does not answer: one log line when lost, one when back
+
+    def _note(self, down: str | None) -> None:
+        """Log etcd's state changes, once each: lost (with why), back (after how long)."""
+        if down is not None and self._down_since is None:
+            self._down_since = time.monotonic()
+            logger.warning("etcd at %s is unreachable (%s); retrying in the background", self.endpoint, down[:200])
+        elif down is None and self._down_since is not None:
+            logger.warning("etcd at %s answers again after %.1fs", self.endpoint, time.monotonic() - self._down_since)
+            self._down_since = None
 
     @property
     def client(self) -> aetcd.Client:
@@ -100,25 +102,41 @@ class EtcdState:
 
     async def _call_once(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         try:
-            return await fn(*args, **kwargs)
-        except (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError) as exc:
-            raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
-        except grpc.aio.AioRpcError as exc:
+            result = await fn(*args, **kwargs)
+        except Unavailable as exc:
+            self._note(str(exc))
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped below; anything else is re-raised as it was
+            mapped = self.unavailable(exc)
+            if mapped is None:
+                raise
+            self._note(str(exc))
+            raise mapped from exc
+        self._note(None)
+        return result
+
+    def unavailable(self, exc: BaseException) -> Unavailable | None:
+        """`exc` as Unavailable if it means etcd cannot be reached (or refuses our
+        credentials); None for anything else (an expired token is handled by `_call`)."""
+        if isinstance(exc, (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError)):
+            return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}")
+        if isinstance(exc, grpc.aio.AioRpcError):
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc.details()}") from exc
-            raise
-        except aetcd.exceptions.ClientError as exc:
-            text = str(exc).lower()
-            if "unavailable" in text or "connect" in text:
-                raise Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}") from exc
-            if "invalid auth token" in text:
-                raise  # an expired token: `_call` logs in again
-            if isinstance(exc, aetcd.exceptions.UnauthenticatedError) or any(
-                    w in text for w in ("user name is empty", "permission denied", "authentication failed")):
-                # Wrong or missing credentials: the service cannot work until an operator fixes them.
-                raise Unavailable(f"etcd at {self.endpoint} refused gpufair's credentials "
-                                  f"(GPUFAIR_ETCD_USERNAME / GPUFAIR_ETCD_PASSWORD_FILE): {exc}") from exc
-            raise
+                return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc.details()}")
+            return None
+        if not isinstance(exc, aetcd.exceptions.ClientError):
+            return None
+        text = str(exc).lower()
+        if "unavailable" in text or "connect" in text:
+            return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}")
+        if "invalid auth token" in text:
+            return None  # an expired token: `_call` logs in again
+        if isinstance(exc, aetcd.exceptions.UnauthenticatedError) or any(
+                w in text for w in ("user name is empty", "permission denied", "authentication failed")):
+            # Wrong or missing credentials: the service cannot work until an operator fixes them.
+            return Unavailable(f"etcd at {self.endpoint} refused gpufair's credentials "
+                               f"(GPUFAIR_ETCD_USERNAME / GPUFAIR_ETCD_PASSWORD_FILE): {exc}")
+        return None
 
     async def ping(self) -> bool:
         """True if etcd answers a read."""
@@ -286,19 +304,27 @@ class EtcdState:
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> Watch:
         """`WatchEvent`s under a prefix from a revision (iterate, then `cancel_watch()` it)."""
-        return _EtcdWatch(await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision))
+        return _EtcdWatch(await self._call(self._client.watch_prefix, prefix.encode(), start_revision=start_revision), self)
 
 
 class _EtcdWatch:
-    """An aetcd Watch seen as `WatchEvent`s with decoded JSON values."""
+    """An aetcd Watch seen as `WatchEvent`s with decoded JSON values; a lost
+    connection ends it with Unavailable, like every other call."""
 
-    def __init__(self, watch: Any) -> None:
-        self._watch = watch
+    def __init__(self, watch: Any, state: EtcdState) -> None:
+        self._watch, self._state = watch, state
 
     async def __aiter__(self) -> AsyncIterator[WatchEvent]:
-        async for event in self._watch:
-            value = None if event.kind == "DELETE" else json.loads(event.kv.value)
-            yield WatchEvent(event.kv.key.decode(), value, int(event.kv.mod_revision))
+        try:
+            async for event in self._watch:
+                value = None if event.kind == "DELETE" else json.loads(event.kv.value)
+                yield WatchEvent(event.kv.key.decode(), value, int(event.kv.mod_revision))
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as it was
+            mapped = self._state.unavailable(exc)
+            if mapped is None:
+                raise
+            self._state._note(str(exc))
+            raise mapped from exc
 
     async def cancel(self) -> None:
         await self._watch.cancel()

@@ -5,6 +5,7 @@ Layout under the root (default `/gpufair`):
   jobs/<job>/split              current split, versioned (JSON; version never goes backwards)
   jobs/<job>/members/<rank>     trainer liveness, bound to the lease of the replica serving its stream
   jobs/<job>/pin                manual split pinned by an operator (JSON)
+  jobs/<job>/life               the job's life: queued, running, ended how, with its final figures (JSON)
   history/<job>/<version>       past splits with the decision that made them (kept out of jobs/,
                                 which every scheduler replica mirrors; the newest 200 are kept)
   profiles/<model>/<gpu_type>   exclusive-speed profile (JSON)
@@ -76,6 +77,9 @@ class Keys:
 
     def job_pin(self, job: str) -> str:
         return self.job_prefix(job) + "pin"
+
+    def job_life(self, job: str) -> str:
+        return self.job_prefix(job) + "life"
 
     # profiles
     def profiles_prefix(self) -> str:

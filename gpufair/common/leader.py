@@ -67,8 +67,8 @@ class LeaderElection:
                 await self._campaign_once()
             except asyncio.CancelledError:
                 raise
-            except Unavailable as exc:
-                self._step_down(f"etcd unreachable: {exc}")
+            except Unavailable:
+                self._step_down("etcd unreachable")
             except Exception:  # noqa: BLE001 - keep campaigning whatever happens
                 logger.exception("leader campaign failed")
                 self._step_down("campaign error")

@@ -15,10 +15,13 @@ from typing import TypeVar
 
 from opentelemetry import metrics, trace
 
-from gpufair.common.config import CommonConfig
+from gpufair.common.config import CommonConfig, parse_endpoint
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Histogram buckets for durations in seconds (OpenTelemetry's default ones are for milliseconds).
+SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 def setup_logging(level: str) -> None:
@@ -42,10 +45,12 @@ def setup_telemetry(config: CommonConfig, service_name: str) -> int | None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 
-        server, _thread = start_http_server(config.prometheus_port, addr="0.0.0.0")
+        # The scrape endpoint binds the host the gRPC port binds (GPUFAIR_LISTEN): one exposure for both.
+        host = parse_endpoint(config.listen, "GPUFAIR_LISTEN")[0]
+        server, _thread = start_http_server(config.prometheus_port, addr=host)
         prom_port = int(server.server_port)
         readers.append(PrometheusMetricReader())
-        logger.info("Prometheus metrics on :%d/metrics", prom_port)
+        logger.info("Prometheus metrics on http://%s:%d/metrics", host, prom_port)
     if config.otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter

@@ -29,6 +29,7 @@ from gpufair.common.uris import parse_dataset_uri
 logger = logging.getLogger(__name__)
 
 MAX_YAML_BYTES = 4 * 1024 * 1024
+MAX_PARAMETERS, MAX_PARAMETER_BYTES = 1000, 64 * 1024
 SizeOf = Callable[[str], Awaitable[int | None]]
 
 
@@ -58,9 +59,17 @@ class PipelineRunner:
     async def _durations(self, step_keys: list[str]) -> dict[str, list[float]]:
         return await self._history.durations(step_keys) if self._history is not None else {}
 
-    async def submit(self, text: str, source: str, run_id: str, start_prefetch: bool) -> Run:
+    async def submit(self, text: str, source: str, run_id: str, start_prefetch: bool,
+                     parameters: dict[str, str] | None = None) -> Run:
         if len(text.encode()) > MAX_YAML_BYTES:
             raise InvalidArgument(f"{source}: pipeline YAML is larger than {MAX_YAML_BYTES} bytes")
+        parameters = dict(parameters or {})
+        if len(parameters) > MAX_PARAMETERS:
+            raise InvalidArgument(f"{len(parameters)} parameters; at most {MAX_PARAMETERS}")
+        for name, value in parameters.items():
+            if not name or len(name) > 200 or len(value.encode()) > MAX_PARAMETER_BYTES:
+                raise InvalidArgument(f"parameter {name!r}: a name of 1-200 characters and a value of at most "
+                                      f"{MAX_PARAMETER_BYTES} bytes, please")
         if run_id:
             try:
                 check_segment("run_id", run_id)
@@ -69,7 +78,7 @@ class PipelineRunner:
         if run_id in self.runs:
             raise AlreadyExists(f"pipeline run {run_id!r} was already submitted on this node")
         # Parsing a large document takes a while: off the event loop, which also serves trainers.
-        pipeline = await asyncio.to_thread(parse_pipeline, text, source or "<submitted>")
+        pipeline = await asyncio.to_thread(lambda: parse_pipeline(text, source or "<submitted>", parameters=parameters))
         fetchable = [d.uri for d in pipeline.datasets if d.fetchable]
         sizes = {uri: s for uri, s in zip(fetchable, await asyncio.gather(*(self._size_of(u) for u in fetchable))) if s is not None}
         durations = await self._durations([s.history_key(pipeline.name) for s in pipeline.steps])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -15,10 +16,12 @@ from gpufair.cache.node.cache import NodeCache
 from gpufair.cache.node.status import EntryState, EntryStatus
 from gpufair.cache.pipelines import PipelineRunner, Run
 from gpufair.common.errors import InvalidArgument
+from gpufair.common.limits import MAX_WAIT_S
+
+MAX_UNIX_S = 1e11  # the year 5138: beyond it a deadline is a mistake, not a plan
 
 _STATE = {EntryState.ABSENT: pb.ENTRY_STATE_ABSENT, EntryState.FETCHING: pb.ENTRY_STATE_FETCHING,
           EntryState.CACHED: pb.ENTRY_STATE_CACHED, EntryState.FAILED: pb.ENTRY_STATE_FAILED}
-MAX_WAIT_S = 3600.0
 
 
 def entry_to_pb(s: EntryStatus, node: str) -> pb.Entry:
@@ -57,6 +60,10 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
         self.counters = counters or CacheCounters()
 
     async def Prefetch(self, request: pb.PrefetchRequest, context: grpc.aio.ServicerContext) -> pb.PrefetchResponse:
+        if not (math.isfinite(request.deadline_unix_s) and 0 <= request.deadline_unix_s <= MAX_UNIX_S):
+            raise InvalidArgument(f"deadline_unix_s={request.deadline_unix_s} must be 0 (none) or a Unix time up to {MAX_UNIX_S:g}")
+        if len(request.pin_owner) > 253:
+            raise InvalidArgument(f"pin_owner has {len(request.pin_owner)} characters; at most 253")
         deadline = request.deadline_unix_s or None
         status = await self._cache.prefetch(request.uri, priority=request.priority, deadline=deadline, pin_owner=request.pin_owner or None)
         return pb.PrefetchResponse(entry=entry_to_pb(status, self._node))
@@ -87,12 +94,21 @@ class CacheServicer(pb_grpc.CacheServiceServicer):
         return pb.EvictEntryResponse(evicted=True, freed_bytes=last.size_bytes)
 
     async def SubmitPipeline(self, request: pb.SubmitPipelineRequest, context: grpc.aio.ServicerContext) -> pb.SubmitPipelineResponse:
-        run = await self._runner.submit(request.yaml, request.source, request.run_id, request.start_prefetch)
+        run = await self._runner.submit(request.yaml, request.source, request.run_id, request.start_prefetch, dict(request.parameters))
         await asyncio.sleep(0)  # let prefetches due now start, so the plan shows them
         return pb.SubmitPipelineResponse(plan=plan_to_pb(run, self._cache, self._node))
 
     async def GetPlan(self, request: pb.GetPlanRequest, context: grpc.aio.ServicerContext) -> pb.GetPlanResponse:
         return pb.GetPlanResponse(plan=plan_to_pb(self._runner.get(request.run_id), self._cache, self._node))
+
+    async def ListPipelines(self, request: pb.ListPipelinesRequest, context: grpc.aio.ServicerContext) -> pb.ListPipelinesResponse:
+        out = pb.ListPipelinesResponse()
+        for run in sorted(self._runner.runs.values(), key=lambda r: r.started_unix_s):
+            uris = [d.dataset.uri for d in run.plan.datasets if d.dataset.fetchable and d.dataset.uri not in run.refused]
+            cached = sum(self._cache.status(u).state is EntryState.CACHED for u in uris)
+            out.runs.add(run_id=run.run_id, pipeline_name=run.plan.pipeline.name or "", started_unix_s=run.started_unix_s,
+                         makespan_s=run.plan.makespan_s, datasets=len(run.plan.datasets), cached=cached)
+        return out
 
     async def RecordStepDuration(self, request: pb.RecordStepDurationRequest,
                                  context: grpc.aio.ServicerContext) -> pb.RecordStepDurationResponse:

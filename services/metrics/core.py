@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
+from gpufair.common.limits import MAX_BATCH
 
 MAX_RANK = 65_535
-MAX_BATCH = 1 << 24
 MAX_RECORDS_PER_BATCH = 10_000
 
 
@@ -96,11 +96,27 @@ class JobStats:
 
 
 @dataclass(frozen=True)
+class Occupant:
+    """One rank on a device: its busy share, its compute per step, and whether it
+    is its job's straggler (HOLDS_BACK slower than the job's fastest rank)."""
+
+    job: str
+    rank: int
+    busy_fraction: float
+    compute_s_per_step: float = 0.0
+    holds_back: bool = False
+
+
+#: A rank this much slower per step than its job's fastest rank holds the job back.
+HOLDS_BACK = 1.10
+
+
+@dataclass(frozen=True)
 class DeviceStats:
     device_id: str
     node: str
     utilization_percent: float
-    occupants: tuple[tuple[str, int, float], ...]
+    occupants: tuple[Occupant, ...]
     memory_used: int
     source: int
 

@@ -10,7 +10,7 @@ import grpc
 
 from gpufair.api.metrics.v1 import metrics_service_pb2 as pb
 from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as pb_grpc
-from gpufair.common.errors import GpufairError, InvalidArgument
+from gpufair.common.errors import GpufairError, InvalidArgument, bounded
 from gpufair.metrics.core import DeviceStats, JobStats, Record, make_record, validate_header
 from gpufair.metrics.store import MetricsStore, require_job
 
@@ -49,7 +49,9 @@ def job_to_pb(s: JobStats) -> pb.JobStats:
 def device_to_pb(d: DeviceStats) -> pb.DeviceStats:
     return pb.DeviceStats(
         device_id=d.device_id, node=d.node, utilization_percent=d.utilization_percent, memory_used_bytes=d.memory_used,
-        source=d.source, occupants=[pb.DeviceOccupant(job_id=j, rank=r, busy_fraction=b) for j, r, b in d.occupants],
+        source=d.source, occupants=[pb.DeviceOccupant(job_id=o.job, rank=o.rank, busy_fraction=o.busy_fraction,
+                                                      compute_s_per_step=o.compute_s_per_step, holds_back=o.holds_back)
+                                    for o in d.occupants],
     )
 
 
@@ -63,12 +65,12 @@ class MetricsServicer(pb_grpc.MetricsServiceServicer):
                 validate_header(req.job_id, req.rank, req.node, req.device_id, req.global_batch, req.total_samples, len(req.records))
             except GpufairError as exc:
                 # A bad batch is refused, the stream (and everyone else) goes on.
-                yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, rejected=len(req.records), error=str(exc))
+                yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, rejected=len(req.records), error=bounded(str(exc)))
                 continue
             records, bad, error = _records(req)
             res = self._store.ingest(req.job_id, req.rank, req.node, req.device_id, req.global_batch, req.total_samples, req.dropped_total,
                                      records, req.incarnation)
-            yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, accepted=res.accepted, rejected=res.rejected + bad, error=error or res.error)
+            yield pb.ReportTelemetryResponse(batch_seq=req.batch_seq, accepted=res.accepted, rejected=res.rejected + bad, error=bounded(error or res.error))
 
     async def GetJobStats(self, request: pb.GetJobStatsRequest, context: grpc.aio.ServicerContext) -> pb.GetJobStatsResponse:
         return pb.GetJobStatsResponse(stats=job_to_pb(require_job(self._store, request.job_id)))

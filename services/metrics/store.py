@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from gpufair.common.errors import InvalidArgument, NotFound
 from gpufair.metrics.core import (
+    HOLDS_BACK,
     DeviceStats,
     JobInfo,
     JobStats,
+    Occupant,
     RankKey,
     RankStats,
     RankWindow,
@@ -133,18 +135,27 @@ class MetricsStore:
 
     def devices(self) -> list[DeviceStats]:
         by_device: dict[str, list[tuple[RankKey, RankWindow]]] = {}
+        per_step: dict[RankKey, float] = {}
         for key, win in self._ranks.items():
+            per_step[key] = _compute_per_step(win)
             if win.device_id:
                 by_device.setdefault(win.device_id, []).append((key, win))
+        fastest: dict[str, float] = {}
+        for key, t in per_step.items():
+            if t > 0:
+                fastest[key.job] = min(fastest.get(key.job, t), t)
         out = []
         for device_id, members in sorted(by_device.items()):
-            occupants = tuple(sorted((k.job, k.rank, self._busy(w)) for k, w in members))
+            occupants = tuple(sorted(
+                (Occupant(k.job, k.rank, self._busy(w), per_step[k],
+                          per_step[k] > HOLDS_BACK * fastest.get(k.job, float("inf"))) for k, w in members),
+                key=lambda o: (o.job, o.rank)))
             readings = [w.records[-1] for _, w in members if w.records and w.records[-1].util_percent is not None]
             if readings:
                 latest = max(readings, key=lambda r: r.t)
                 util, mem, source = float(latest.util_percent or 0.0), latest.memory_used, latest.source
             else:
-                util, mem, source = min(100.0, 100.0 * sum(b for _, _, b in occupants)), 0, 0
+                util, mem, source = min(100.0, 100.0 * sum(o.busy_fraction for o in occupants)), 0, 0
             out.append(DeviceStats(device_id, members[0][1].node, util, occupants, mem, source))
         return out
 
@@ -185,6 +196,13 @@ class MetricsStore:
             samples_per_s=_rate(win.records),
             busy_fraction=self._busy(win),
         )
+
+
+def _compute_per_step(win: RankWindow) -> float:
+    """Mean compute seconds per step over the window (0 if none): in a synchronous job the
+    rank with the most holds the others back."""
+    recs = list(win.records)[-64:]
+    return sum(r.compute_s for r in recs) / len(recs) if recs else 0.0
 
 
 def require_job(store: MetricsStore, job: str) -> JobStats:

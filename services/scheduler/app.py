@@ -19,7 +19,9 @@ from gpufair.common.keys import Keys
 from gpufair.common.leader import LeaderElection
 from gpufair.common.server import RunningServer, ServerDeps, ServiceBinding, create_server
 from gpufair.common.tokens import JobTokens
+from gpufair.scheduler.housekeeping import LifeSettings
 from gpufair.scheduler.hub import CommandHub
+from gpufair.scheduler.lifecycle import Retention
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry
@@ -57,7 +59,13 @@ def default_policy(e: Mapping[str, str] | None = None) -> PolicySettings:
     return PolicySettings(env.POLICY.read(e), env.PERIOD_S.read(e), env.MIN_CHANGE.read(e)).validated()
 
 
-async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "") -> SchedulerReplica:
+def life_settings(e: Mapping[str, str] | None = None) -> LifeSettings:
+    """When lost jobs end and how long ended records stay (GPUFAIR_JOB_LOST_S, GPUFAIR_JOB_RETENTION_S/_MAX)."""
+    return LifeSettings(env.JOB_LOST_S.read(e), Retention(env.JOB_RETENTION_S.read(e), env.JOB_RETENTION_MAX.read(e)))
+
+
+async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "",
+                        life: LifeSettings = LifeSettings()) -> SchedulerReplica:
     identity = identity or f"{config.node}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     keys = Keys(config.etcd_root)
     state = EtcdState(config.etcd, lease_ttl=config.lease_ttl, auth=config.etcd_auth)
@@ -71,15 +79,15 @@ async def build_replica(config: CommonConfig, policy: PolicySettings, *, identit
     # On a plaintext channel the token travels as call metadata instead of channel credentials.
     metrics = MetricsSource(channel, metadata=() if tls else token_metadata(config.auth.admin_token))
     profiles = ProfileStore(state, keys)
-    loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, profiles.fits)
+    loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, profiles.fits, life=life)
     servicer = SchedulerServicer(registry, hub, loop, policies, profiles, JobTokens(config.auth.job_token_secret), identity)
     return SchedulerReplica(state, registry, election, loop, hub, channel, servicer)
 
 
 async def start_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "",
-                        interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> SchedulerReplica:
+                        interceptors: Sequence[grpc.aio.ServerInterceptor] = (), life: LifeSettings = LifeSettings()) -> SchedulerReplica:
     """Start serving at once (NOT_SERVING until etcd answers); background tasks retry etcd."""
-    replica = await build_replica(config, policy, identity=identity)
+    replica = await build_replica(config, policy, identity=identity, life=life)
     replica.server = await create_server(config, start_background(replica, interceptors))
     return replica
 

@@ -2,7 +2,7 @@
 from watch events so a read never scans the other jobs' keys.
 
 Each key under `jobs/` belongs to one job: `<job>/spec`, `<job>/split`,
-`<job>/pin` or `<job>/members/<rank>`. Values are parsed once, when they
+`<job>/pin`, `<job>/life` or `<job>/members/<rank>`. Values are parsed once, when they
 change; a job's view is built on first read after a change and reused.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gpufair.common.state import Json
 from gpufair.scheduler.jobs import JobSpec, Split
+from gpufair.scheduler.lifecycle import JobLife
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,12 @@ class JobView:
     split: Split | None
     pinned: tuple[int, ...] | None
     live_ranks: int
+    life: JobLife | None = None  # None only for a job registered before lives were recorded
+
+    @property
+    def active(self) -> bool:
+        """Queued or running (decisions, the active list and command streams are for these)."""
+        return self.life is None or self.life.active
 
 
 @dataclass
@@ -33,11 +40,12 @@ class _Job:
     spec: JobSpec | None = None
     split: Split | None = None
     pin: tuple[int, ...] | None = None
+    life: JobLife | None = None
     members: set[str] = field(default_factory=set)
     view: JobView | None = None  # built lazily, dropped on every change
 
     def empty(self) -> bool:
-        return self.spec is None and self.split is None and self.pin is None and not self.members
+        return self.spec is None and self.split is None and self.pin is None and self.life is None and not self.members
 
 
 class JobIndex:
@@ -55,7 +63,7 @@ class JobIndex:
         job, _, part = key[len(self._prefix):].partition("/")
         entry = self._jobs.setdefault(job, _Job())
         entry.view = None
-        had_spec = entry.spec is not None
+        had_spec, was_active = entry.spec is not None, entry.life is None or entry.life.active
         try:
             self._set(entry, part, value)
         finally:
@@ -65,8 +73,9 @@ class JobIndex:
                 del self._jobs[job]
         if part == "split" and value is not None and self._on_split and entry.split is not None:
             self._on_split(job, entry.split)
-        elif part == "spec" and value is None and self._on_removed:
-            self._on_removed(job)
+        elif self._on_removed and ((part == "spec" and value is None) or
+                                   (part == "life" and was_active and entry.life is not None and not entry.life.active)):
+            self._on_removed(job)  # deleted, or its life ended: its command streams end
 
     @staticmethod
     def _set(entry: _Job, part: str, value: Json | None) -> None:
@@ -80,6 +89,9 @@ class JobIndex:
         elif part == "pin":
             entry.pin = None
             entry.pin = None if value is None else tuple(value["batch_sizes"])
+        elif part == "life":
+            entry.life = None
+            entry.life = None if value is None else JobLife.from_json(value)
         elif part.startswith("members/"):
             (entry.members.discard if value is None else entry.members.add)(part)
         else:
@@ -96,7 +108,7 @@ class JobIndex:
         if entry is None or entry.spec is None:
             return None
         if entry.view is None:
-            entry.view = JobView(entry.spec, entry.split, entry.pin, len(entry.members))
+            entry.view = JobView(entry.spec, entry.split, entry.pin, len(entry.members), entry.life)
         return entry.view
 
     def views(self) -> list[JobView]:

@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
-
-MAX_RANKS = 4096
-MAX_GLOBAL_BATCH = 1 << 24
+from gpufair.common.limits import MAX_BATCH as MAX_GLOBAL_BATCH
+from gpufair.common.limits import MAX_RANKS
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,8 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     for r in spec.ranks:
         if not r.device_id or len(r.device_id) > 253 or len(r.node) > 253 or len(r.device_type) > 64:
             raise InvalidArgument(f"rank {r.rank}: device_id is required; device_id/node at most 253, device_type 64 characters")
-        if r.max_batch < 0:
-            raise InvalidArgument(f"rank {r.rank}: max_batch={r.max_batch} must be >= 0")
+        if not 0 <= r.max_batch <= MAX_GLOBAL_BATCH:
+            raise InvalidArgument(f"rank {r.rank}: max_batch={r.max_batch} must be in [0 (no cap), {MAX_GLOBAL_BATCH}]")
     if len(set(devices)) != n:
         raise InvalidArgument("two ranks of one job on the same device")
     caps = sum(r.max_batch or spec.global_batch for r in spec.ranks)

@@ -14,12 +14,13 @@ import time
 import uuid
 from collections.abc import Callable
 
-from gpufair.common.errors import AlreadyExists, NotFound, Unavailable
+from gpufair.common.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
 from gpufair.common.keys import Keys
 from gpufair.common.state import Json, StaleVersion, StateStore
 from gpufair.common.watchcache import PrefixCache
 from gpufair.scheduler.jobindex import JobIndex, JobView
 from gpufair.scheduler.jobs import JobSpec, Split
+from gpufair.scheduler.lifecycle import JobLife, Phase, ended, new_life, started
 
 __all__ = ["HISTORY_KEEP", "JobRegistry", "JobView"]
 
@@ -31,8 +32,8 @@ MIRROR_WAIT_S = 5.0
 
 class JobRegistry:
     def __init__(self, state: StateStore, keys: Keys, *, on_split: Callable[[str, Split], None] | None = None,
-                 on_removed: Callable[[str], None] | None = None) -> None:
-        self._state, self._keys = state, keys
+                 on_removed: Callable[[str], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._state, self._keys, self._clock = state, keys, clock
         self._index = JobIndex(keys.jobs_prefix(), on_split=on_split, on_removed=on_removed)
         self._cache = PrefixCache(state, keys.jobs_prefix(), on_change=self._index.apply)
 
@@ -87,32 +88,100 @@ class JobRegistry:
     # --- writes --------------------------------------------------------------
 
     async def register(self, spec: JobSpec, initial: tuple[int, ...], policy: str) -> JobView:
-        """Create the job (idempotent for an identical spec); returns it as this
-        replica's mirror sees it, with its current split."""
-        key = self._keys.job_spec(spec.job_id)
-        revision = await self._state.create_if_absent(key, spec.to_json())
-        if not revision:
+        """Create the job (idempotent for an identical spec while it is active; a job
+        that has ended starts a new life); returns it as this replica's mirror sees it."""
+        job = spec.job_id
+        life_key = self._keys.job_life(job)
+        stored_life = await self._state.get(life_key)
+        revision = 0
+        if stored_life is not None and not JobLife.from_json(stored_life.value).active:
+            revision = await self._new_life(spec, initial, policy, JobLife.from_json(stored_life.value))
+        key = self._keys.job_spec(job)
+        created = await self._state.create_if_absent(key, spec.to_json())
+        revision = max(revision, created)
+        if not created:
             stored = await self._state.get(key)
             if stored is not None and JobSpec.from_json(stored.value) != spec:
-                raise AlreadyExists(f"job {spec.job_id!r} is already registered with a different spec; deregister it first")
-            revision = stored.mod_revision if stored else 0
-        current = await self._state.get(self._keys.job_split(spec.job_id))
+                raise AlreadyExists(f"job {job!r} is already registered with a different spec; remove it first (gpufair job rm)")
+            revision = max(revision, stored.mod_revision if stored else 0)
+        current = await self._state.get(self._keys.job_split(job))
         if current is not None:
             revision = max(revision, current.mod_revision)
+            first = int(current.value.get("version", 0))
         else:
-            # Versions start at the registration time in ms, so a job deregistered and
-            # registered again never reuses a version its trainers have already seen.
-            split = Split(int(time.time() * 1000), 0, initial, policy, "initial split at registration", time.time())
-            try:
-                revision = max(revision, await self.write_split(spec.job_id, split))
-            except StaleVersion:  # a concurrent registration wrote it first
-                stored_split = await self._state.get(self._keys.job_split(spec.job_id))
-                revision = max(revision, stored_split.mod_revision if stored_split else 0)
+            first = await self._first_split(job, initial, policy, 0)
+        if stored_life is None:
+            revision = max(revision, await self._state.create_if_absent(life_key, new_life(self._clock(), first).to_json()))
         await self.wait_seen(revision)
-        return self.view(spec.job_id)
+        return self.view(job)
 
-    async def deregister(self, job: str) -> bool:
-        """Remove the job and its history; returns once this replica's mirror has seen it go."""
+    async def _first_split(self, job: str, initial: tuple[int, ...], policy: str, after: int) -> int:
+        """Write a life's first split; returns its version. Versions start at the
+        registration time in ms (and above any earlier life's), so trainers of an
+        earlier life never see a version they already know."""
+        split = Split(max(int(self._clock() * 1000), after + 1), 0, initial, policy, "initial split at registration", self._clock())
+        try:
+            await self.write_split(job, split)
+            return split.version
+        except StaleVersion:  # a concurrent registration wrote it first
+            stored = await self._state.get(self._keys.job_split(job))
+            return int(stored.value["version"]) if stored else split.version
+
+    async def _new_life(self, spec: JobSpec, initial: tuple[int, ...], policy: str, old: JobLife) -> int:
+        """Replace an ended job's record with a new life (its old history and pin go)."""
+        job = spec.job_id
+        await self._state.delete_prefix(self._keys.job_history_prefix(job))
+        await self._state.delete(self._keys.job_pin(job))
+        stored = await self._state.get(self._keys.job_split(job))
+        first = await self._first_split(job, initial, policy, int(stored.value["version"]) if stored else 0)
+        life = new_life(self._clock(), first, old.version + 1)
+        try:
+            return await self._state.put_versioned(self._keys.job_life(job), life.to_json(),
+                                                   also={self._keys.job_spec(job): spec.to_json()})
+        except StaleVersion:
+            return 0  # a concurrent registration started the new life first; the caller compares specs
+
+    async def transition(self, job: str, change: Callable[[JobLife], JobLife | None], *, retries: int = 5) -> JobLife | None:
+        """Apply `change` to the job's stored life by compare-and-swap; returns the new
+        life, or None if `change` left it as it was (or the job has no life)."""
+        for _ in range(retries):
+            stored = await self._state.get(self._keys.job_life(job))
+            if stored is None:
+                return None
+            new = change(JobLife.from_json(stored.value))
+            if new is None:
+                return None
+            try:
+                await self.wait_seen(await self._state.put_versioned(self._keys.job_life(job), new.to_json()))
+                return new
+            except StaleVersion:
+                continue  # another replica changed it in between: decide again on the newer life
+        raise Unavailable(f"could not record the life of {job!r}: too many concurrent writes")
+
+    async def end(self, job: str, phase: Phase, reason: str, samples: int, exclusive_rate: float) -> JobLife | None:
+        """End an active job (its streams close, its pin goes); None if it had already ended."""
+        now = self._clock()
+        life = await self.transition(job, lambda old: ended(old, phase, now, reason, samples, exclusive_rate))
+        if life is not None:
+            await self._state.delete(self._keys.job_pin(job))
+        return life
+
+    async def mark_started(self, job: str) -> None:
+        """A rank joined: a queued job is running from now (the start its slow-down counts from)."""
+        view = self._index.view(job)
+        if view is not None and view.life is not None and view.life.phase is not Phase.QUEUED:
+            return  # the usual case: no etcd read (a mirror behind its write reads etcd below)
+        now = self._clock()
+        await self.transition(job, lambda old: started(old, now))
+
+    def check_active(self, view: JobView) -> None:
+        if not view.active:
+            assert view.life is not None
+            raise FailedPrecondition(f"job {view.spec.job_id!r} has ended ({view.life.phase.value}); "
+                                     "register it again to start a new run")
+
+    async def purge(self, job: str) -> bool:
+        """Remove the job's record and history; returns once this replica's mirror has seen it go."""
         existed = await self._state.get(self._keys.job_spec(job)) is not None
         revision = await self._state.delete_prefix(self._keys.job_prefix(job))
         await self._state.delete_prefix(self._keys.job_history_prefix(job))
@@ -138,7 +207,7 @@ class JobRegistry:
             stored = await self._state.get(self._keys.job_split(job))
             current = Split.from_json(stored.value) if stored else None
             split = Split((current.version if current else 0) + 1, current.apply_step if current else 0, sizes, "manual",
-                          "pinned by an operator", time.time())
+                          "pinned by an operator", self._clock())
             try:
                 await self.wait_seen(await self.write_split(job, split))
                 return split
@@ -157,8 +226,9 @@ class JobRegistry:
 
     async def join(self, job: str, rank: int, identity: str) -> Json:
         """Mark a rank live (under this replica's lease); returns the value, which `leave` needs."""
-        value = {"rank": rank, "replica": identity, "stream": uuid.uuid4().hex, "since": time.time()}
+        value = {"rank": rank, "replica": identity, "stream": uuid.uuid4().hex, "since": self._clock()}
         await self._state.put_live(self._keys.job_member(job, rank), value)
+        await self.mark_started(job)
         return value
 
     async def leave(self, job: str, rank: int, joined: Json) -> None:

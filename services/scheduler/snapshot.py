@@ -8,7 +8,10 @@ Which numbers feed a job's state, in order of preference:
   included); else
   the policy core's documented fallback (best observed cost, never understating SD);
 - a job with no cost from either source, no live rank, or all work done is
-  left out of the round (its split stays, its GPUs count as free).
+  left out of the round (its split stays, its GPUs count as free);
+- elapsed time: from the start the scheduler recorded in etcd (the job's
+  first join), never from the metrics service's windows, which a restart of
+  that service resets.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class JobEstimate:
     elapsed_s: float
     included: bool
     why_excluded: str = ""
+    samples_done: int = 0
 
 
 def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
@@ -92,6 +96,15 @@ def _rank_states(view: JobView, m: JobMetrics | None, profiles: Profiles) -> tup
     return tuple(out)
 
 
+def _elapsed(view: JobView, m: JobMetrics | None, progress: float, now: float) -> float:
+    """Seconds since the job started; a job whose work is done stops its clock at its last step."""
+    until = m.last_unix_s if m and progress >= 1.0 and m.last_unix_s > 0 else now
+    if view.life is not None:
+        return max(until - view.life.started_unix_s, 0.0) if view.life.started_unix_s > 0 else 0.0
+    # A job registered before lives were recorded: only the metrics service knows when it began.
+    return max(until - m.first_unix_s, 0.0) if m and m.first_unix_s > 0 else 0.0
+
+
 def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], profiles: Profiles, now: float) -> tuple[ClusterState, dict[str, JobEstimate]]:
     """The policy's input and, for every registered job, the numbers shown to operators."""
     jobs: list[JobState] = []
@@ -100,9 +113,7 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
         spec, m = view.spec, metrics.get(view.spec.job_id)
         done = m.samples_done if m else 0
         progress = min(done / spec.total_samples, 1.0)
-        # A finished job's clock stops at its last step; a running one's runs to now.
-        until = m.last_unix_s if m and progress >= 1.0 and m.last_unix_s > 0 else now
-        elapsed = max(until - m.first_unix_s, 0.0) if m and m.first_unix_s > 0 else 0.0
+        elapsed = _elapsed(view, m, progress, now)
         exclusive, source = (spec.exclusive_rate, "spec") if spec.exclusive_rate > 0 else (_profile_exclusive(spec, profiles), "profile")
         ranks = _rank_states(view, m, profiles)
         why = ""
@@ -114,7 +125,8 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
             why = "no telemetry or profile yet"
         rate = m.samples_per_s if m and m.samples_per_s > 0 else None
         if ranks is None:
-            estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, exclusive or 0.0, source if exclusive else "unknown", 0.0, progress, elapsed, False, why)
+            estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, exclusive or 0.0, source if exclusive else "unknown", 0.0,
+                                                 progress, elapsed, False, why, done)
             continue
         state = JobState(job=spec.job_id, global_batch=spec.global_batch, ranks=ranks, samples_done=float(done),
                          samples_total=float(spec.total_samples), elapsed_s=elapsed, rate=rate,
@@ -124,8 +136,10 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
             sd = elapsed / (spec.total_samples / ex) if ex > 0 else 0.0
         else:
             sd = slowdown(state, rate) if rate else 0.0
-        estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, ex, source if exclusive else "observed", sd if math.isfinite(sd) else 0.0,
-                                             progress, elapsed, not why, why)
+        # SD below 1 is impossible by definition: it means the exclusive speed is underestimated.
+        sd = max(sd, 1.0) if math.isfinite(sd) and sd > 0 else 0.0
+        estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, ex, source if exclusive else "observed", sd,
+                                             progress, elapsed, not why, why, done)
         if not why:
             jobs.append(state)
     return ClusterState(tuple(jobs)), estimates

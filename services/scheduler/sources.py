@@ -10,6 +10,7 @@ import grpc
 
 from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
 from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
+from gpufair.common import limits
 from gpufair.common.errors import InvalidArgument, Unavailable
 from gpufair.common.keys import Keys
 from gpufair.common.state import StateStore
@@ -53,10 +54,12 @@ class PolicySettings:
     def validated(self) -> "PolicySettings":
         if self.name not in policy_names():
             raise InvalidArgument(f"unknown policy {self.name!r}; choose one of {', '.join(policy_names())}")
-        if not 0.05 <= self.period_s <= 3600:
-            raise InvalidArgument(f"period_s={self.period_s} must be in [0.05, 3600]")
-        if not 0 <= self.min_change < 1:
-            raise InvalidArgument(f"min_change={self.min_change} must be in [0, 1)")
+        lo, hi = limits.PERIOD_S
+        if not lo <= self.period_s <= hi:
+            raise InvalidArgument(f"period_s={self.period_s} must be in [{lo:g}, {hi:g}] seconds")
+        lo, hi = limits.MIN_CHANGE
+        if not lo <= self.min_change <= hi:
+            raise InvalidArgument(f"min_change={self.min_change} must be in [{lo:g}, {hi:g}]")
         return self
 
 

@@ -143,7 +143,7 @@ async def test_recorded_step_durations_drive_the_predicted_starts(cache_node: Ca
         done = await asyncio.to_thread(_cli, cache_node, "steps", "record", name, "preprocess", seconds)
         assert done.returncode == 0, done.stderr
     bad = await asyncio.to_thread(_cli, cache_node, "steps", "record", name, "preprocess", "-5")
-    assert bad.returncode == 2 and "duration" in bad.stderr
+    assert bad.returncode == 2 and "expected seconds from 0 to 2,592,000" in bad.stderr  # refused before it is sent
     plan = (await node.SubmitPipeline(pb.SubmitPipelineRequest(yaml=text, source="p.yaml", run_id="run-2"))).plan
     starts = {s.name: s.predicted_start_s for s in plan.steps}
     assert starts["train"] == pytest.approx(220.0)

@@ -26,7 +26,7 @@ def test_config_from_env_reads_sizes_and_refuses_nonsense(tmp_path):
     assert (cfg.capacity_bytes, cfg.part_size, cfg.node) == (2 << 30, 16 << 20, "gpu-node-1")
     assert "hush" not in repr(cfg)
     assert parse_size("500MB") == 500_000_000
-    with pytest.raises(InvalidArgument, match="not a size"):
+    with pytest.raises(InvalidArgument, match="expected a size"):
         parse_size("lots")
     with pytest.raises(InvalidArgument, match="positive"):
         NodeCacheConfig(cache_dir=tmp_path, capacity_bytes=0)

@@ -41,11 +41,21 @@ async def test_admin_commands_round_trip_and_exit_codes(etcd_endpoint: str, etcd
         table = await run("jobs")
         assert "job-cli" in table.stdout and "32/32" in table.stdout
         pinned = await run("split", "pin", "job-cli", "48,16")
-        assert pinned.returncode == 0 and "48, 16" in pinned.stdout
+        # A split reads as its place in the job's life, not a millisecond timestamp.
+        assert pinned.returncode == 0 and "pinned 48/16 as split #2" in pinned.stdout
         history = json.loads((await run("job", "job-cli", "--json")).stdout)
         assert history["job"]["pinned"] and history["history"][0]["split"]["batch_sizes"] == [48, 16]
+        assert history["history"][0]["split"]["number"] == 2 and history["history"][1]["split"]["number"] == 1
+        assert "#2" in (await run("job", "job-cli")).stdout
         assert (await run("split", "pin", "job-cli", "50,20")).returncode == 2  # wrong sum: the caller's error
         assert (await run("split", "pin", "job-cli", "5,x")).returncode == 2
+        # Out-of-range numbers are refused before anything is sent, naming the field and the limit.
+        huge = await run("split", "pin", "job-cli", "1000000000000,1")
+        assert huge.returncode == 2 and "entry 1" in huge.stderr and "16777216" in huge.stderr and "unexpected" not in huge.stderr
+        zero = await run("policy", "set", "even", "--period", "0")
+        assert zero.returncode == 2 and "--period" in zero.stderr and "0.05" in zero.stderr
+        limit = await run("job", "job-cli", "--limit", "99999999999")
+        assert limit.returncode == 2 and "--limit" in limit.stderr and "10,000" in limit.stderr
         assert (await run("job", "no-such-job")).returncode == 2
         changed = await run("policy", "set", "balance", "--json")
         assert changed.returncode == 0 and json.loads(changed.stdout)["policy"]["name"] == "balance"

@@ -69,7 +69,7 @@ async def test_permission_denied_is_2_from_any_command(etcd_endpoint: str, etcd_
         await replica.close()
 
 
-@pytest.mark.parametrize("env, words", [({"GPUFAIR_TLS": "maybe"}, "GPUFAIR_TLS='maybe' is not a boolean"),
+@pytest.mark.parametrize("env, words", [({"GPUFAIR_TLS": "maybe"}, "GPUFAIR_TLS='maybe': expected a boolean"),
                                         ({"GPUFAIR_ADMIN_TOKEN_FILE": "/nonexistent/token"}, "/nonexistent/token")])
 def test_a_bad_environment_is_one_line_and_2(env: dict[str, str], words: str) -> None:
     done = _cli(env, "jobs")

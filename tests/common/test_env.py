@@ -45,11 +45,19 @@ def test_every_flag_has_one_idea_of_true(raw: str, value: bool) -> None:
     assert env.OPEN_READS.read({"GPUFAIR_OPEN_READS": raw}) is (value if raw else True)  # unset: its default, true
 
 
-def test_a_malformed_value_is_an_error_naming_the_variable() -> None:
-    with pytest.raises(ValueError, match="GPUFAIR_S3_SECURE='maybe' is not a boolean"):
+def test_a_malformed_value_is_an_error_naming_the_variable_the_value_and_what_is_expected() -> None:
+    with pytest.raises(ValueError, match="GPUFAIR_S3_SECURE='maybe': expected a boolean"):
         S3Config.from_env({"GPUFAIR_S3_SECURE": "maybe"})
-    with pytest.raises(ValueError, match="GPUFAIR_LEASE_TTL='ten' is not an integer"):
-        CommonConfig.from_env("0.0.0.0:0", {"GPUFAIR_LEASE_TTL": "ten"})
+    with pytest.raises(ValueError, match="GPUFAIR_LEASE_TTL='abc': expected whole seconds from 2 to 3600"):
+        CommonConfig.from_env("0.0.0.0:0", {"GPUFAIR_LEASE_TTL": "abc"})
+    with pytest.raises(ValueError, match="GPUFAIR_LEASE_TTL='0': expected whole seconds"):  # parses, but out of range
+        CommonConfig.from_env("0.0.0.0:0", {"GPUFAIR_LEASE_TTL": "0"})
+    with pytest.raises(ValueError, match="GPUFAIR_PERIOD_S='nan': expected seconds from 0.05 to 3600"):
+        env.PERIOD_S.read({"GPUFAIR_PERIOD_S": "nan"})
+    with pytest.raises(ValueError, match="GPUFAIR_LOG_LEVEL='loud': expected one of DEBUG, INFO, WARNING, ERROR"):
+        CommonConfig.from_env("0.0.0.0:0", {"GPUFAIR_LOG_LEVEL": "loud"})
+    with pytest.raises(ValueError, match=r"\(5000 characters\)"):  # a long value is shown capped
+        env.PROMETHEUS_PORT.read({"GPUFAIR_PROMETHEUS_PORT": "x" * 5000})
     with pytest.raises(InvalidArgument, match="GPUFAIR_DISABLE='2'"):  # trainers get the library's error type
         ClientConfig.from_env({"GPUFAIR_DISABLE": "2"})
 

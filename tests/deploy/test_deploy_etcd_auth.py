@@ -8,6 +8,8 @@ it against a real etcd, so a wrong path, key or prefix fails here.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -236,7 +238,9 @@ async def test_compose_wiring_bootstraps_etcd_and_the_services_log_in(etcd: str,
     args = [secrets.get(a, a) for a in init["command"][2:]]
     assert INIT.main(args, env) == 0
     for svc in sorted(etcd_services()):
-        senv = {k: secrets.get(str(v), str(v)) for k, v in compose["services"][svc]["environment"].items()}
+        # compose fills ${NAME:-default} from the shell; with nothing set, the default.
+        senv = {k: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", secrets.get(str(v), str(v)))
+                for k, v in compose["services"][svc]["environment"].items()}
         await _logs_in_and_writes(CommonConfig.from_env("0.0.0.0:0", {**senv, "GPUFAIR_ETCD": etcd}), svc)
 
 

@@ -1,4 +1,5 @@
-"""Two real 2-rank gloo jobs stream to a real metrics service; its numbers match the trainers'."""
+"""Two real 2-rank gloo jobs stream to a real metrics service; its numbers match the trainers';
+the example says what it joined and how it goes, and its sessions end the jobs' lives."""
 
 from __future__ import annotations
 
@@ -35,13 +36,27 @@ async def test_metrics_match_what_two_real_ddp_jobs_measured(tmp_path: Path, etc
     jobs = []
     try:
         for name, batch in [("job-x", 64), ("job-y", 32)]:
-            # job-x runs on two emulated GPUs, job-y on plain CPUs.
-            per_rank = [["--emu-device", str(r)] for r in range(2)] if name == "job-x" else None
+            # job-x runs on two emulated GPUs (one list, mapped by LOCAL_RANK as under torchrun), job-y on plain CPUs.
+            emu = ["--emu-device", "0,1"] if name == "job-x" else []
             jobs.append(launch(name, [str(EXAMPLE), "--job", name, "--global-batch", str(batch), "--epochs", "1", "--dataset-size", "2048",
-                                      "--hidden", "64", "--stats-out", str(tmp_path / name)], 2, tmp_path, env, per_rank))
+                                      "--hidden", "64", "--stats-out", str(tmp_path / name), "--log-every", "8", *emu], 2, tmp_path, env))
         for job in jobs:
             codes = await _wait(job, 180)
             assert codes == [0, 0], job.logs()
+        logs = {job.name: job.logs() for job in jobs}
+        assert "[job-x rank 0/2] registered with gpufair; split 32/32; emulated GPU 0" in logs["job-x"]
+        assert "[job-x rank 1/2] registered with gpufair; split 32/32; emulated GPU 1" in logs["job-x"]
+        assert "[job-y] step 8  loss " in logs["job-y"] and "samples/s  split 16/16" in logs["job-y"], logs["job-y"]
+        from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
+        from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            stub = spb_grpc.SchedulerServiceStub(ch)
+            # Each session's close() ended its job: none is active, both are finished with their samples.
+            assert not (await stub.ListJobs(spb.ListJobsRequest())).jobs
+            ended = {j.spec.job_id: j for j in (await stub.ListJobs(spb.ListJobsRequest(include_finished=True))).jobs}
+            assert {j: (e.state, e.samples_done) for j, e in ended.items()} == {
+                "job-x": (spb.JOB_STATE_FINISHED, 2048), "job-y": (spb.JOB_STATE_FINISHED, 2048)}
         async with grpc.aio.insecure_channel(f"127.0.0.1:{metrics.port}") as ch:
             stub = mpb_grpc.MetricsServiceStub(ch)
             for name, batch in [("job-x", 64), ("job-y", 32)]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +32,8 @@ def _spec(job: str) -> spb.JobSpec:
                        ranks=[spb.RankPlacement(rank=i, node="n", device_id=f"g{i}", device_type="emu") for i in range(2)])
 
 
-async def test_services_ride_out_an_etcd_outage(tmp_path: Path, s3_server, s3_client) -> None:
+async def test_services_ride_out_an_etcd_outage(tmp_path: Path, s3_server, s3_client, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gpufair")
     etcd = EtcdServer(workdir=tmp_path / "etcd").start()
     bucket = f"outage-{uuid.uuid4().hex[:8]}"
     s3_client.make_bucket(bucket)
@@ -77,6 +79,12 @@ async def test_services_ride_out_an_etcd_outage(tmp_path: Path, s3_server, s3_cl
             assert (top.version, list(top.batch_sizes)) == (pinned.version, [24, 8]), "split and its history disagree"
             since = time.time()
             await until(lambda: _decided_after(sstub, since), 15, "decision rounds resume")
+        # The outage logs one line per state change of each etcd client (scheduler, cache): no tracebacks, no ERRORs.
+        records = [r for r in caplog.records if r.name.startswith("gpufair")]
+        assert not [r for r in records if r.levelno >= logging.ERROR or r.exc_info], [r.getMessage() for r in records][-20:]
+        lost = [r for r in records if "is unreachable" in r.getMessage() and r.name == "gpufair.common.etcd"]
+        back = [r for r in records if "answers again" in r.getMessage()]
+        assert 1 <= len(lost) <= 2 and len(back) == len(lost), [r.getMessage() for r in records]
     finally:
         await cache.close()
         await sched.close()

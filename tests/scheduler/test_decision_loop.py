@@ -114,11 +114,16 @@ async def test_admin_reads_work_without_metrics_and_with_the_last_profiles(world
     await world.add_job("a")
     await world.registry.wait_seen(world.state.revision)
     world.profiles = {("resnet", ""): StepTimeModel(0.001, 0.001)}
-    first = await world.loop.estimates()
-    assert first["a"].exclusive_source == "profile" and first["a"].exclusive_rate > 0
+    world.metrics = {"a": _metrics("a", (0.002, 0.001))}
+    await world.loop.refresh()
+    first = world.loop.board.get("a")
+    assert first.estimate.exclusive_source == "profile" and first.estimate.exclusive_rate > 0 and not first.stale
     world.metrics, world.profiles = Unavailable("metrics down"), Unavailable("etcd down")
-    again = await world.loop.estimates()
-    assert again["a"].exclusive_rate == first["a"].exclusive_rate and again["a"].rate == 0.0
+    await world.loop.refresh()
+    again = world.loop.board.get("a")
+    # The last known figures stay, marked stale: the job does not fall back to "0 % done".
+    assert again.stale and again.estimate.exclusive_rate == first.estimate.exclusive_rate
+    assert again.estimate.rate == first.estimate.rate == 640.0 and again.estimate.samples_done == 3200
 
 
 async def test_a_round_without_its_inputs_fails_and_changes_nothing(world: _World) -> None:

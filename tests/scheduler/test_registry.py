@@ -90,10 +90,10 @@ async def test_members_count_live_ranks_and_a_late_leave_keeps_a_reconnected_ran
     assert reg.view("a").live_ranks == 0 and reg.view("a1").live_ranks == 0
 
 
-async def test_deregister_removes_every_key_and_tells_the_streams(reg) -> None:
+async def test_purge_removes_every_key_and_tells_the_streams(reg) -> None:
     await reg.register(_spec("a"), (32, 32), "even")
     await reg.register(_spec("b"), (32, 32), "even")
-    assert await reg.deregister("a") and not await reg.deregister("a")
+    assert await reg.purge("a") and not await reg.purge("a")
     assert reg.removed == ["a"] and [v.spec.job_id for v in reg.views()] == ["b"]
     assert not [k for k in reg.state.data if "/a/" in k]
     with pytest.raises(NotFound):

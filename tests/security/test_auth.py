@@ -74,7 +74,9 @@ async def test_mutations_need_a_valid_token_and_refusals_change_nothing(schedule
     assert (await scheduler.GetPolicy(pb.GetPolicyRequest())).policy == before.policy
     jobs = {j.spec.job_id: list(j.split.batch_sizes) for j in (await scheduler.ListJobs(pb.ListJobsRequest())).jobs}
     assert jobs == {"job-a": [4, 4], "job-b": [4, 4]}
-    assert (await scheduler.DeregisterJob(pb.DeregisterJobRequest(job_id="job-a"), metadata=_bearer(token_a))).removed
+    assert (await scheduler.DeregisterJob(pb.DeregisterJobRequest(job_id="job-a"), metadata=_bearer(token_a))).ended
+    # Removing a job is an operator's act: a job token may end its own job, not remove or purge it.
+    assert await _code(scheduler.RemoveJob(pb.RemoveJobRequest(job_id="job-a"), metadata=_bearer(token_a))) == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_reads_can_be_closed_to_anonymous_callers(etcd_endpoint: str, etcd_root: str) -> None:

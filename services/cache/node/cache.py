@@ -61,6 +61,8 @@ class NodeCache:
         self._clock = clock
         self._last_clock = 0.0
         self.fetches_started = 0
+        self.evictions: dict[str, int] = {}  # why ("lru", "operator", "capacity") -> datasets evicted
+        self.fetch_listeners: list[Callable[[float, str], None]] = []  # (seconds, "cached"|"failed"|"cancelled") per fetch
 
     # lifecycle ---------------------------------------------------------------
 
@@ -244,7 +246,7 @@ class NodeCache:
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        await self._drop(e)
+        await self._drop(e, "operator")
         return last
 
     # internals ---------------------------------------------------------------
@@ -274,11 +276,14 @@ class NodeCache:
 
     async def _run_fetch(self, e: Entry, ds: DatasetUri) -> None:
         assert e.tracker is not None and e.done is not None
+        t0, outcome = time.monotonic(), "failed"
         try:
             meta = await self._runner.run(e, ds)
             e.meta, e.state, e.reserved = meta, EntryState.CACHED, 0
             e.path = str(disk.local_path(self.root, meta))
+            outcome = "cached"
         except asyncio.CancelledError:
+            outcome = "cancelled"
             self._index.entries.pop(e.entry_id, None)
             e.state, e.reserved, e.reason = EntryState.ABSENT, 0, "fetch cancelled"
             e.error = Unavailable(f"fetch of {e.uri} was cancelled")
@@ -293,6 +298,8 @@ class NodeCache:
             self._tasks.pop(e.entry_id, None)
             e.done.set_result(None)
             e.tracker.notify()
+            for listener in self.fetch_listeners:
+                listener(time.monotonic() - t0, outcome)
         self._publish_entry(e)
 
     async def _reserve(self, e: Entry, need: int) -> None:
@@ -301,9 +308,10 @@ class NodeCache:
         e.reserved = need
         for v in victims:
             logger.info("evicting %s (%d bytes, LRU) to fit %s", v.uri, v.size, e.uri)
-            await self._drop(v)
+            await self._drop(v, "lru")
 
-    async def _drop(self, e: Entry) -> None:
+    async def _drop(self, e: Entry, why: str) -> None:
+        self.evictions[why] = self.evictions.get(why, 0) + 1
         if self._index.entries.get(e.entry_id) is e:
             del self._index.entries[e.entry_id]
         e.state = EntryState.ABSENT
@@ -320,7 +328,7 @@ class NodeCache:
                 break
             logger.warning("cache over capacity after restart; evicting %s", e.uri)
             over -= e.size
-            await self._drop(e)
+            await self._drop(e, "capacity")
 
     def _fail(self, e: Entry, exc: GpufairError) -> None:
         e.state, e.reserved, e.error, e.reason = EntryState.FAILED, 0, exc, str(exc)

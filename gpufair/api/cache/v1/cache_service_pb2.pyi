@@ -184,16 +184,25 @@ class Plan(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., format: _Optional[str] = ..., pipeline_name: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PlannedStep, _Mapping]]] = ..., datasets: _Optional[_Iterable[_Union[PlannedDataset, _Mapping]]] = ..., unresolved: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitPipelineRequest(_message.Message):
-    __slots__ = ("yaml", "run_id", "source", "start_prefetch")
+    __slots__ = ("yaml", "run_id", "source", "start_prefetch", "parameters")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     YAML_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     START_PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     yaml: str
     run_id: str
     source: str
     start_prefetch: bool
-    def __init__(self, yaml: _Optional[str] = ..., run_id: _Optional[str] = ..., source: _Optional[str] = ..., start_prefetch: _Optional[bool] = ...) -> None: ...
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, yaml: _Optional[str] = ..., run_id: _Optional[str] = ..., source: _Optional[str] = ..., start_prefetch: _Optional[bool] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SubmitPipelineResponse(_message.Message):
     __slots__ = ("plan",)
@@ -212,6 +221,32 @@ class GetPlanResponse(_message.Message):
     PLAN_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+
+class ListPipelinesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PipelineRun(_message.Message):
+    __slots__ = ("run_id", "pipeline_name", "started_unix_s", "makespan_s", "datasets", "cached")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    MAKESPAN_S_FIELD_NUMBER: _ClassVar[int]
+    DATASETS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    pipeline_name: str
+    started_unix_s: float
+    makespan_s: float
+    datasets: int
+    cached: int
+    def __init__(self, run_id: _Optional[str] = ..., pipeline_name: _Optional[str] = ..., started_unix_s: _Optional[float] = ..., makespan_s: _Optional[float] = ..., datasets: _Optional[int] = ..., cached: _Optional[int] = ...) -> None: ...
+
+class ListPipelinesResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[PipelineRun]
+    def __init__(self, runs: _Optional[_Iterable[_Union[PipelineRun, _Mapping]]] = ...) -> None: ...
 
 class RecordStepDurationRequest(_message.Message):
     __slots__ = ("pipeline", "step", "seconds")

@@ -72,6 +72,11 @@ class CacheServiceStub:
                 request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.SerializeToString,
                 response_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.FromString,
                 _registered_method=True)
+        self.ListPipelines = channel.unary_unary(
+                '/gpufair.cache.v1.CacheService/ListPipelines',
+                request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesRequest.SerializeToString,
+                response_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesResponse.FromString,
+                _registered_method=True)
         self.RecordStepDuration = channel.unary_unary(
                 '/gpufair.cache.v1.CacheService/RecordStepDuration',
                 request_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.RecordStepDurationRequest.SerializeToString,
@@ -139,6 +144,14 @@ class CacheServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPipelines(self, request, context):
+        """ListPipelines lists the pipeline runs this node's cache service holds
+        (submitted, with pins not yet released).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RecordStepDuration(self, request, context):
         """RecordStepDuration stores one observed duration of a pipeline step; the
         planner predicts step starts from the median of the recent ones.
@@ -192,6 +205,11 @@ def add_CacheServiceServicer_to_server(servicer, server):
                     servicer.GetPlan,
                     request_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.FromString,
                     response_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.SerializeToString,
+            ),
+            'ListPipelines': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPipelines,
+                    request_deserializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesRequest.FromString,
+                    response_serializer=gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesResponse.SerializeToString,
             ),
             'RecordStepDuration': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordStepDuration,
@@ -395,6 +413,33 @@ class CacheService:
             '/gpufair.cache.v1.CacheService/GetPlan',
             gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanRequest.SerializeToString,
             gpufair_dot_cache_dot_v1_dot_cache__service__pb2.GetPlanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPipelines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.cache.v1.CacheService/ListPipelines',
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesRequest.SerializeToString,
+            gpufair_dot_cache_dot_v1_dot_cache__service__pb2.ListPipelinesResponse.FromString,
             options,
             channel_credentials,
             insecure,

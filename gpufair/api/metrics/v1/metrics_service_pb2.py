@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(gpufair/metrics/v1/metrics_service.proto\x12\x12gpufair.metrics.v1\"\xaa\x01\n\rDeviceReading\x12\x30\n\x06source\x18\x01 \x01(\x0e\x32 .gpufair.metrics.v1.DeviceSource\x12\x1b\n\x13utilization_percent\x18\x02 \x01(\x01\x12\x19\n\x11memory_used_bytes\x18\x03 \x01(\x04\x12\x1a\n\x12memory_total_bytes\x18\x04 \x01(\x04\x12\x13\n\x0b\x64\x65vice_name\x18\x05 \x01(\t\"\xcb\x01\n\nStepRecord\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x13\n\x0blocal_batch\x18\x02 \x01(\x05\x12\x11\n\tcompute_s\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x61ta_wait_s\x18\x04 \x01(\x01\x12\x15\n\rsamples_total\x18\x05 \x01(\x03\x12\x13\n\x0bsteps_total\x18\x06 \x01(\x03\x12\x13\n\x0bunix_time_s\x18\x07 \x01(\x01\x12\x31\n\x06\x64\x65vice\x18\x08 \x01(\x0b\x32!.gpufair.metrics.v1.DeviceReading\"\xf4\x01\n\x16ReportTelemetryRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x11\n\tdevice_id\x18\x04 \x01(\t\x12\x14\n\x0cglobal_batch\x18\x05 \x01(\x05\x12\x15\n\rtotal_samples\x18\x06 \x01(\x03\x12/\n\x07records\x18\x07 \x03(\x0b\x32\x1e.gpufair.metrics.v1.StepRecord\x12\x15\n\rdropped_total\x18\x08 \x01(\x03\x12\x11\n\tbatch_seq\x18\t \x01(\x04\x12\x13\n\x0bincarnation\x18\n \x01(\x04\"_\n\x17ReportTelemetryResponse\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x10\n\x08rejected\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x95\x02\n\tRankStats\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x11\n\tdevice_id\x18\x03 \x01(\t\x12\x13\n\x0blocal_batch\x18\x04 \x01(\x05\x12\x1c\n\x14\x63ompute_s_per_sample\x18\x05 \x01(\x01\x12\x17\n\x0f\x63ompute_s_fixed\x18\x06 \x01(\x01\x12\x13\n\x0bstep_time_s\x18\x07 \x01(\x01\x12\x1b\n\x13\x64\x61ta_stall_fraction\x18\x08 \x01(\x01\x12\x15\n\rsamples_total\x18\t \x01(\x03\x12\x11\n\tlast_step\x18\n \x01(\x03\x12\x1a\n\x12last_report_unix_s\x18\x0b \x01(\x01\x12\x15\n\rdropped_total\x18\x0c \x01(\x03\"\xbe\x02\n\x08JobStats\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsamples_per_s\x18\x02 \x01(\x01\x12\x1e\n\x16samples_per_s_smoothed\x18\x03 \x01(\x01\x12\x14\n\x0csamples_done\x18\x04 \x01(\x03\x12\x15\n\rsamples_total\x18\x05 \x01(\x03\x12\x10\n\x08progress\x18\x06 \x01(\x01\x12\x12\n\nsteps_done\x18\x07 \x01(\x03\x12\x1b\n\x13\x64\x61ta_stall_fraction\x18\x08 \x01(\x01\x12\x1b\n\x13\x66irst_report_unix_s\x18\t \x01(\x01\x12\x1a\n\x12last_report_unix_s\x18\n \x01(\x01\x12,\n\x05ranks\x18\x0b \x03(\x0b\x32\x1d.gpufair.metrics.v1.RankStats\x12\x14\n\x0cglobal_batch\x18\x0c \x01(\x05\"E\n\x0e\x44\x65viceOccupant\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\x15\n\rbusy_fraction\x18\x03 \x01(\x01\"\xcf\x01\n\x0b\x44\x65viceStats\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x1b\n\x13utilization_percent\x18\x03 \x01(\x01\x12\x35\n\toccupants\x18\x04 \x03(\x0b\x32\".gpufair.metrics.v1.DeviceOccupant\x12\x19\n\x11memory_used_bytes\x18\x05 \x01(\x04\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32 .gpufair.metrics.v1.DeviceSource\"$\n\x12GetJobStatsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"B\n\x13GetJobStatsResponse\x12+\n\x05stats\x18\x01 \x01(\x0b\x32\x1c.gpufair.metrics.v1.JobStats\"\x15\n\x13ListJobStatsRequest\"B\n\x14ListJobStatsResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.gpufair.metrics.v1.JobStats\"\x18\n\x16ListDeviceStatsRequest\"K\n\x17ListDeviceStatsResponse\x12\x30\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x1f.gpufair.metrics.v1.DeviceStats\":\n\x14WatchJobStatsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\ninterval_s\x18\x02 \x01(\x01\"C\n\x15WatchJobStatsResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.gpufair.metrics.v1.JobStats*x\n\x0c\x44\x65viceSource\x12\x1d\n\x19\x44\x45VICE_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x44\x45VICE_SOURCE_NVML\x10\x01\x12\x1a\n\x16\x44\x45VICE_SOURCE_EMULATED\x10\x02\x12\x15\n\x11\x44\x45VICE_SOURCE_CPU\x10\x03\x32\x97\x04\n\x0eMetricsService\x12n\n\x0fReportTelemetry\x12*.gpufair.metrics.v1.ReportTelemetryRequest\x1a+.gpufair.metrics.v1.ReportTelemetryResponse(\x01\x30\x01\x12^\n\x0bGetJobStats\x12&.gpufair.metrics.v1.GetJobStatsRequest\x1a\'.gpufair.metrics.v1.GetJobStatsResponse\x12\x61\n\x0cListJobStats\x12\'.gpufair.metrics.v1.ListJobStatsRequest\x1a(.gpufair.metrics.v1.ListJobStatsResponse\x12j\n\x0fListDeviceStats\x12*.gpufair.metrics.v1.ListDeviceStatsRequest\x1a+.gpufair.metrics.v1.ListDeviceStatsResponse\x12\x66\n\rWatchJobStats\x12(.gpufair.metrics.v1.WatchJobStatsRequest\x1a).gpufair.metrics.v1.WatchJobStatsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(gpufair/metrics/v1/metrics_service.proto\x12\x12gpufair.metrics.v1\"\xaa\x01\n\rDeviceReading\x12\x30\n\x06source\x18\x01 \x01(\x0e\x32 .gpufair.metrics.v1.DeviceSource\x12\x1b\n\x13utilization_percent\x18\x02 \x01(\x01\x12\x19\n\x11memory_used_bytes\x18\x03 \x01(\x04\x12\x1a\n\x12memory_total_bytes\x18\x04 \x01(\x04\x12\x13\n\x0b\x64\x65vice_name\x18\x05 \x01(\t\"\xcb\x01\n\nStepRecord\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x13\n\x0blocal_batch\x18\x02 \x01(\x05\x12\x11\n\tcompute_s\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x61ta_wait_s\x18\x04 \x01(\x01\x12\x15\n\rsamples_total\x18\x05 \x01(\x03\x12\x13\n\x0bsteps_total\x18\x06 \x01(\x03\x12\x13\n\x0bunix_time_s\x18\x07 \x01(\x01\x12\x31\n\x06\x64\x65vice\x18\x08 \x01(\x0b\x32!.gpufair.metrics.v1.DeviceReading\"\xf4\x01\n\x16ReportTelemetryRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x11\n\tdevice_id\x18\x04 \x01(\t\x12\x14\n\x0cglobal_batch\x18\x05 \x01(\x05\x12\x15\n\rtotal_samples\x18\x06 \x01(\x03\x12/\n\x07records\x18\x07 \x03(\x0b\x32\x1e.gpufair.metrics.v1.StepRecord\x12\x15\n\rdropped_total\x18\x08 \x01(\x03\x12\x11\n\tbatch_seq\x18\t \x01(\x04\x12\x13\n\x0bincarnation\x18\n \x01(\x04\"_\n\x17ReportTelemetryResponse\x12\x11\n\tbatch_seq\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\x12\x10\n\x08rejected\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x95\x02\n\tRankStats\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x11\n\tdevice_id\x18\x03 \x01(\t\x12\x13\n\x0blocal_batch\x18\x04 \x01(\x05\x12\x1c\n\x14\x63ompute_s_per_sample\x18\x05 \x01(\x01\x12\x17\n\x0f\x63ompute_s_fixed\x18\x06 \x01(\x01\x12\x13\n\x0bstep_time_s\x18\x07 \x01(\x01\x12\x1b\n\x13\x64\x61ta_stall_fraction\x18\x08 \x01(\x01\x12\x15\n\rsamples_total\x18\t \x01(\x03\x12\x11\n\tlast_step\x18\n \x01(\x03\x12\x1a\n\x12last_report_unix_s\x18\x0b \x01(\x01\x12\x15\n\rdropped_total\x18\x0c \x01(\x03\"\xbe\x02\n\x08JobStats\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsamples_per_s\x18\x02 \x01(\x01\x12\x1e\n\x16samples_per_s_smoothed\x18\x03 \x01(\x01\x12\x14\n\x0csamples_done\x18\x04 \x01(\x03\x12\x15\n\rsamples_total\x18\x05 \x01(\x03\x12\x10\n\x08progress\x18\x06 \x01(\x01\x12\x12\n\nsteps_done\x18\x07 \x01(\x03\x12\x1b\n\x13\x64\x61ta_stall_fraction\x18\x08 \x01(\x01\x12\x1b\n\x13\x66irst_report_unix_s\x18\t \x01(\x01\x12\x1a\n\x12last_report_unix_s\x18\n \x01(\x01\x12,\n\x05ranks\x18\x0b \x03(\x0b\x32\x1d.gpufair.metrics.v1.RankStats\x12\x14\n\x0cglobal_batch\x18\x0c \x01(\x05\"u\n\x0e\x44\x65viceOccupant\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\x15\n\rbusy_fraction\x18\x03 \x01(\x01\x12\x1a\n\x12\x63ompute_s_per_step\x18\x04 \x01(\x01\x12\x12\n\nholds_back\x18\x05 \x01(\x08\"\xcf\x01\n\x0b\x44\x65viceStats\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x1b\n\x13utilization_percent\x18\x03 \x01(\x01\x12\x35\n\toccupants\x18\x04 \x03(\x0b\x32\".gpufair.metrics.v1.DeviceOccupant\x12\x19\n\x11memory_used_bytes\x18\x05 \x01(\x04\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32 .gpufair.metrics.v1.DeviceSource\"$\n\x12GetJobStatsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"B\n\x13GetJobStatsResponse\x12+\n\x05stats\x18\x01 \x01(\x0b\x32\x1c.gpufair.metrics.v1.JobStats\"\x15\n\x13ListJobStatsRequest\"B\n\x14ListJobStatsResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.gpufair.metrics.v1.JobStats\"\x18\n\x16ListDeviceStatsRequest\"K\n\x17ListDeviceStatsResponse\x12\x30\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x1f.gpufair.metrics.v1.DeviceStats\":\n\x14WatchJobStatsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\ninterval_s\x18\x02 \x01(\x01\"C\n\x15WatchJobStatsResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.gpufair.metrics.v1.JobStats*x\n\x0c\x44\x65viceSource\x12\x1d\n\x19\x44\x45VICE_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x44\x45VICE_SOURCE_NVML\x10\x01\x12\x1a\n\x16\x44\x45VICE_SOURCE_EMULATED\x10\x02\x12\x15\n\x11\x44\x45VICE_SOURCE_CPU\x10\x03\x32\x97\x04\n\x0eMetricsService\x12n\n\x0fReportTelemetry\x12*.gpufair.metrics.v1.ReportTelemetryRequest\x1a+.gpufair.metrics.v1.ReportTelemetryResponse(\x01\x30\x01\x12^\n\x0bGetJobStats\x12&.gpufair.metrics.v1.GetJobStatsRequest\x1a\'.gpufair.metrics.v1.GetJobStatsResponse\x12\x61\n\x0cListJobStats\x12\'.gpufair.metrics.v1.ListJobStatsRequest\x1a(.gpufair.metrics.v1.ListJobStatsResponse\x12j\n\x0fListDeviceStats\x12*.gpufair.metrics.v1.ListDeviceStatsRequest\x1a+.gpufair.metrics.v1.ListDeviceStatsResponse\x12\x66\n\rWatchJobStats\x12(.gpufair.metrics.v1.WatchJobStatsRequest\x1a).gpufair.metrics.v1.WatchJobStatsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gpufair.metrics.v1.metrics_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DEVICESOURCE']._serialized_start=2098
-  _globals['_DEVICESOURCE']._serialized_end=2218
+  _globals['_DEVICESOURCE']._serialized_start=2146
+  _globals['_DEVICESOURCE']._serialized_end=2266
   _globals['_DEVICEREADING']._serialized_start=65
   _globals['_DEVICEREADING']._serialized_end=235
   _globals['_STEPRECORD']._serialized_start=238
@@ -47,25 +47,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSTATS']._serialized_start=1068
   _globals['_JOBSTATS']._serialized_end=1386
   _globals['_DEVICEOCCUPANT']._serialized_start=1388
-  _globals['_DEVICEOCCUPANT']._serialized_end=1457
-  _globals['_DEVICESTATS']._serialized_start=1460
-  _globals['_DEVICESTATS']._serialized_end=1667
-  _globals['_GETJOBSTATSREQUEST']._serialized_start=1669
-  _globals['_GETJOBSTATSREQUEST']._serialized_end=1705
-  _globals['_GETJOBSTATSRESPONSE']._serialized_start=1707
-  _globals['_GETJOBSTATSRESPONSE']._serialized_end=1773
-  _globals['_LISTJOBSTATSREQUEST']._serialized_start=1775
-  _globals['_LISTJOBSTATSREQUEST']._serialized_end=1796
-  _globals['_LISTJOBSTATSRESPONSE']._serialized_start=1798
-  _globals['_LISTJOBSTATSRESPONSE']._serialized_end=1864
-  _globals['_LISTDEVICESTATSREQUEST']._serialized_start=1866
-  _globals['_LISTDEVICESTATSREQUEST']._serialized_end=1890
-  _globals['_LISTDEVICESTATSRESPONSE']._serialized_start=1892
-  _globals['_LISTDEVICESTATSRESPONSE']._serialized_end=1967
-  _globals['_WATCHJOBSTATSREQUEST']._serialized_start=1969
-  _globals['_WATCHJOBSTATSREQUEST']._serialized_end=2027
-  _globals['_WATCHJOBSTATSRESPONSE']._serialized_start=2029
-  _globals['_WATCHJOBSTATSRESPONSE']._serialized_end=2096
-  _globals['_METRICSSERVICE']._serialized_start=2221
-  _globals['_METRICSSERVICE']._serialized_end=2756
+  _globals['_DEVICEOCCUPANT']._serialized_end=1505
+  _globals['_DEVICESTATS']._serialized_start=1508
+  _globals['_DEVICESTATS']._serialized_end=1715
+  _globals['_GETJOBSTATSREQUEST']._serialized_start=1717
+  _globals['_GETJOBSTATSREQUEST']._serialized_end=1753
+  _globals['_GETJOBSTATSRESPONSE']._serialized_start=1755
+  _globals['_GETJOBSTATSRESPONSE']._serialized_end=1821
+  _globals['_LISTJOBSTATSREQUEST']._serialized_start=1823
+  _globals['_LISTJOBSTATSREQUEST']._serialized_end=1844
+  _globals['_LISTJOBSTATSRESPONSE']._serialized_start=1846
+  _globals['_LISTJOBSTATSRESPONSE']._serialized_end=1912
+  _globals['_LISTDEVICESTATSREQUEST']._serialized_start=1914
+  _globals['_LISTDEVICESTATSREQUEST']._serialized_end=1938
+  _globals['_LISTDEVICESTATSRESPONSE']._serialized_start=1940
+  _globals['_LISTDEVICESTATSRESPONSE']._serialized_end=2015
+  _globals['_WATCHJOBSTATSREQUEST']._serialized_start=2017
+  _globals['_WATCHJOBSTATSREQUEST']._serialized_end=2075
+  _globals['_WATCHJOBSTATSRESPONSE']._serialized_start=2077
+  _globals['_WATCHJOBSTATSRESPONSE']._serialized_end=2144
+  _globals['_METRICSSERVICE']._serialized_start=2269
+  _globals['_METRICSSERVICE']._serialized_end=2804
 # @@protoc_insertion_point(module_scope)

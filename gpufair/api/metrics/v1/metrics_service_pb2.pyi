@@ -145,14 +145,18 @@ class JobStats(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., samples_per_s: _Optional[float] = ..., samples_per_s_smoothed: _Optional[float] = ..., samples_done: _Optional[int] = ..., samples_total: _Optional[int] = ..., progress: _Optional[float] = ..., steps_done: _Optional[int] = ..., data_stall_fraction: _Optional[float] = ..., first_report_unix_s: _Optional[float] = ..., last_report_unix_s: _Optional[float] = ..., ranks: _Optional[_Iterable[_Union[RankStats, _Mapping]]] = ..., global_batch: _Optional[int] = ...) -> None: ...
 
 class DeviceOccupant(_message.Message):
-    __slots__ = ("job_id", "rank", "busy_fraction")
+    __slots__ = ("job_id", "rank", "busy_fraction", "compute_s_per_step", "holds_back")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     BUSY_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_S_PER_STEP_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_BACK_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     rank: int
     busy_fraction: float
-    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., busy_fraction: _Optional[float] = ...) -> None: ...
+    compute_s_per_step: float
+    holds_back: bool
+    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., busy_fraction: _Optional[float] = ..., compute_s_per_step: _Optional[float] = ..., holds_back: _Optional[bool] = ...) -> None: ...
 
 class DeviceStats(_message.Message):
     __slots__ = ("device_id", "node", "utilization_percent", "occupants", "memory_used_bytes", "source")

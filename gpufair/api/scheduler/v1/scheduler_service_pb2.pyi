@@ -10,13 +10,26 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
-    JOB_STATE_PENDING: _ClassVar[JobState]
+    JOB_STATE_QUEUED: _ClassVar[JobState]
     JOB_STATE_RUNNING: _ClassVar[JobState]
     JOB_STATE_FINISHED: _ClassVar[JobState]
+    JOB_STATE_FAILED: _ClassVar[JobState]
+    JOB_STATE_REMOVED: _ClassVar[JobState]
+
+class JobOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_OUTCOME_UNSPECIFIED: _ClassVar[JobOutcome]
+    JOB_OUTCOME_FINISHED: _ClassVar[JobOutcome]
+    JOB_OUTCOME_FAILED: _ClassVar[JobOutcome]
 JOB_STATE_UNSPECIFIED: JobState
-JOB_STATE_PENDING: JobState
+JOB_STATE_QUEUED: JobState
 JOB_STATE_RUNNING: JobState
 JOB_STATE_FINISHED: JobState
+JOB_STATE_FAILED: JobState
+JOB_STATE_REMOVED: JobState
+JOB_OUTCOME_UNSPECIFIED: JobOutcome
+JOB_OUTCOME_FINISHED: JobOutcome
+JOB_OUTCOME_FAILED: JobOutcome
 
 class RankPlacement(_message.Message):
     __slots__ = ("rank", "node", "device_id", "device_type", "max_batch")
@@ -51,7 +64,7 @@ class JobSpec(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., exclusive_samples_per_s: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SplitCommand(_message.Message):
-    __slots__ = ("job_id", "version", "apply_step", "batch_sizes", "policy", "reason", "issued_unix_s")
+    __slots__ = ("job_id", "version", "apply_step", "batch_sizes", "policy", "reason", "issued_unix_s", "number")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     APPLY_STEP_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +72,7 @@ class SplitCommand(_message.Message):
     POLICY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ISSUED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     version: int
     apply_step: int
@@ -66,10 +80,11 @@ class SplitCommand(_message.Message):
     policy: str
     reason: str
     issued_unix_s: float
-    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ...) -> None: ...
+    number: int
+    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ..., number: _Optional[int] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source")
+    __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source", "stale", "figures_unix_s", "registered_unix_s", "started_unix_s", "ended_unix_s", "state_reason", "samples_done")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +96,13 @@ class JobSummary(_message.Message):
     PINNED_FIELD_NUMBER: _ClassVar[int]
     LIVE_RANKS_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    ENDED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    STATE_REASON_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_DONE_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     state: JobState
     split: SplitCommand
@@ -92,7 +114,14 @@ class JobSummary(_message.Message):
     pinned: bool
     live_ranks: int
     exclusive_source: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., split: _Optional[_Union[SplitCommand, _Mapping]] = ..., samples_per_s: _Optional[float] = ..., exclusive_samples_per_s: _Optional[float] = ..., slowdown: _Optional[float] = ..., progress: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., pinned: _Optional[bool] = ..., live_ranks: _Optional[int] = ..., exclusive_source: _Optional[str] = ...) -> None: ...
+    stale: bool
+    figures_unix_s: float
+    registered_unix_s: float
+    started_unix_s: float
+    ended_unix_s: float
+    state_reason: str
+    samples_done: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., split: _Optional[_Union[SplitCommand, _Mapping]] = ..., samples_per_s: _Optional[float] = ..., exclusive_samples_per_s: _Optional[float] = ..., slowdown: _Optional[float] = ..., progress: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., pinned: _Optional[bool] = ..., live_ranks: _Optional[int] = ..., exclusive_source: _Optional[str] = ..., stale: _Optional[bool] = ..., figures_unix_s: _Optional[float] = ..., registered_unix_s: _Optional[float] = ..., started_unix_s: _Optional[float] = ..., ended_unix_s: _Optional[float] = ..., state_reason: _Optional[str] = ..., samples_done: _Optional[int] = ...) -> None: ...
 
 class HistoryEntry(_message.Message):
     __slots__ = ("split", "slowdown")
@@ -159,16 +188,40 @@ class RegisterJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[JobSummary, _Mapping]] = ..., job_token: _Optional[str] = ...) -> None: ...
 
 class DeregisterJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "outcome", "samples_done", "reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_DONE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    outcome: JobOutcome
+    samples_done: int
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., outcome: _Optional[_Union[JobOutcome, str]] = ..., samples_done: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DeregisterJobResponse(_message.Message):
-    __slots__ = ("removed",)
-    REMOVED_FIELD_NUMBER: _ClassVar[int]
-    removed: bool
-    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+    __slots__ = ("ended", "job")
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ended: bool
+    job: JobSummary
+    def __init__(self, ended: _Optional[bool] = ..., job: _Optional[_Union[JobSummary, _Mapping]] = ...) -> None: ...
+
+class RemoveJobRequest(_message.Message):
+    __slots__ = ("job_id", "purge")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    purge: bool
+    def __init__(self, job_id: _Optional[str] = ..., purge: _Optional[bool] = ...) -> None: ...
+
+class RemoveJobResponse(_message.Message):
+    __slots__ = ("previous_state", "purged")
+    PREVIOUS_STATE_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
+    previous_state: JobState
+    purged: bool
+    def __init__(self, previous_state: _Optional[_Union[JobState, str]] = ..., purged: _Optional[bool] = ...) -> None: ...
 
 class StreamCommandsRequest(_message.Message):
     __slots__ = ("job_id", "rank", "known_version")

@@ -47,6 +47,11 @@ class SchedulerServiceStub:
                 request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobRequest.SerializeToString,
                 response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobResponse.FromString,
                 _registered_method=True)
+        self.RemoveJob = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/RemoveJob',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobResponse.FromString,
+                _registered_method=True)
         self.StreamCommands = channel.unary_stream(
                 '/gpufair.scheduler.v1.SchedulerService/StreamCommands',
                 request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.StreamCommandsRequest.SerializeToString,
@@ -117,7 +122,18 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeregisterJob(self, request, context):
-        """DeregisterJob removes a job and its splits.
+        """DeregisterJob ends a job's life (its trainers call it from
+        session.close()): the job leaves the active list and its record, with
+        its final slow-down, completion time and samples, stays in the history
+        until the retention rule purges it. Ending an ended job changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveJob(self, request, context):
+        """RemoveJob is an operator's `gpufair job rm`: an active job ends as
+        removed (kept in the history); an ended job's record is purged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -132,7 +148,9 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """ListJobs lists jobs with their slow-downs.
+        """ListJobs lists the active jobs (and, if asked, the ended ones) with their
+        slow-downs, from the scheduler's record in etcd and the figures of its
+        latest refresh; it never waits on the metrics service.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -214,6 +232,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.DeregisterJob,
                     request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobRequest.FromString,
                     response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobResponse.SerializeToString,
+            ),
+            'RemoveJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveJob,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobResponse.SerializeToString,
             ),
             'StreamCommands': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamCommands,
@@ -327,6 +350,33 @@ class SchedulerService:
             '/gpufair.scheduler.v1.SchedulerService/DeregisterJob',
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobRequest.SerializeToString,
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeregisterJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/RemoveJob',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.RemoveJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
