@@ -81,6 +81,15 @@ def _emu_dir() -> str:
     return os.path.join(base, f"gpufair-emu-{os.getuid()}")
 
 
+def _pod_namespace() -> str:
+    # The namespace Kubernetes mounts with a pod's service account token; "default" elsewhere.
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
+            return fh.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
 @dataclass(frozen=True)
 class Var(Generic[T]):
     """One environment variable: its name, default, how it is read, and what it means."""
@@ -145,6 +154,9 @@ CACHE_RETRIES = _v("GPUFAIR_CACHE_RETRIES", "2", "cache service: retries of a fa
 POLICY = _v("GPUFAIR_POLICY", "sd-maxmin", "scheduler: initial policy when none is stored in etcd")
 PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", number)
 MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting", number)
+K8S = _v("GPUFAIR_K8S", "false", "scheduler: admit and place gated Kubernetes training pods (deploy/README.md)", flag)
+K8S_NAMESPACE = _v("GPUFAIR_K8S_NAMESPACE", _pod_namespace, "scheduler with GPUFAIR_K8S: the namespace whose gated pods it admits",
+                   shown="its own namespace")
 LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire", integer)
 LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level")
 PROMETHEUS_PORT = _v("GPUFAIR_PROMETHEUS_PORT", "", "serve Prometheus metrics on this port (0 = any free port)",
@@ -172,9 +184,9 @@ EMU_DIR = _v("GPUFAIR_EMU_DIR", _emu_dir, "emulated GPUs: shared lock directory"
 VARS: tuple[Var, ...] = (
     ETCD, ETCD_ROOT, ETCD_USERNAME, ETCD_PASSWORD, LISTEN, METRICS_ADDR, SCHEDULER_ADDR, CACHE_ADDR, S3_ENDPOINT,
     S3_ACCESS_KEY, S3_SECRET_KEY, S3_SECURE, NODE, CACHE_DIR, CACHE_CAPACITY, CACHE_PART_SIZE, CACHE_CONCURRENCY,
-    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
-    OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS, JOB_TOKEN,
-    TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
+    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, K8S, K8S_NAMESPACE, LEASE_TTL, LOG_LEVEL,
+    PROMETHEUS_PORT, OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS,
+    JOB_TOKEN, TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
 )
 
 

@@ -8,12 +8,12 @@ import sys
 from gpufair.common.auth import auth_interceptors
 from gpufair.common.config import CommonConfig
 from gpufair.common.runner import run_service
-from gpufair.scheduler.app import build_replica, default_policy, start_background
+from gpufair.scheduler.app import build_replica, default_policy, k8s_settings, start_background
 from gpufair.scheduler.exporter import register_instruments
 
 
 async def _build(config: CommonConfig):
-    replica = await build_replica(config, default_policy())
+    replica = await build_replica(config, default_policy(), k8s=k8s_settings())
     register_instruments(replica.registry, replica.loop, asyncio.get_running_loop())
     return start_background(replica, auth_interceptors(config)), replica.close
 
