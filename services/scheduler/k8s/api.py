@@ -112,8 +112,9 @@ class KubeApi:
         """Apply a JSON Patch; "" when applied, else why the API refused it
         (the pod changed or is gone). Other failures raise Unavailable."""
         try:
+            # The reply (the patched pod) is not needed: the next round lists again.
             self._call(PATCH_POD, name=name, namespace=namespace, body=list(ops),
-                       _content_type="application/json-patch+json")
+                       _content_type="application/json-patch+json", _preload_content=False)
         except _Refused as refused:
             return str(refused)
         return ""
