@@ -155,8 +155,8 @@ POLICY = _v("GPUFAIR_POLICY", "sd-maxmin", "scheduler: initial policy when none 
 PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", number)
 MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting", number)
 K8S = _v("GPUFAIR_K8S", "false", "scheduler: admit and place gated Kubernetes training pods (deploy/README.md)", flag)
-K8S_NAMESPACE = _v("GPUFAIR_K8S_NAMESPACE", _pod_namespace, "scheduler with GPUFAIR_K8S: the namespace whose gated pods it admits",
-                   shown="its own namespace")
+K8S_NAMESPACE = _v("GPUFAIR_K8S_NAMESPACE", _pod_namespace,
+                   "scheduler with GPUFAIR_K8S: the namespace whose gated pods it admits", shown="its own namespace")
 LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire", integer)
 LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level")
 PROMETHEUS_PORT = _v("GPUFAIR_PROMETHEUS_PORT", "", "serve Prometheus metrics on this port (0 = any free port)",

@@ -244,5 +244,6 @@ def test_malformed_objects_are_skipped_with_a_clear_problem(nodes, pods, breakag
     breakage(nodes, pods)
     d = run(nodes, pods)
     assert problem in d.problems
-    assert "gpu-b" not in d.free or "gpu-b" not in problem
+    if "node gpu-b" in problem:  # its free GPUs are unknown this round: none handed out there
+        assert "gpu-b" not in d.free
     assert {n for a in d.admitted for n in a.nodes.values()} <= set(d.free)

@@ -17,7 +17,7 @@ from urllib3.exceptions import MaxRetryError
 
 from gpufair.common.errors import Unavailable
 from gpufair.scheduler.k8s.api import CALLS, LIVE_PODS, KubeApi
-from k8s_support import FakeCluster, recorded
+from k8s_support import recorded
 
 OPS = [{"op": "test", "path": "/metadata/resourceVersion", "value": "913101"},
        {"op": "remove", "path": "/spec/schedulingGates/0"}]
@@ -166,11 +166,6 @@ def test_a_refusal_through_the_real_client_is_reported() -> None:
     wire = _Wire()
     stale = [{"op": "test", "path": "/metadata/resourceVersion", "value": "stale"}]
     assert wire.api.patch_pod("gpufair", "p", stale).startswith("refused (422): the server rejected")
-
-
-def test_the_fake_cluster_is_what_the_recorded_lists_say() -> None:
-    cluster = FakeCluster(recorded("nodes"), recorded("pods"))
-    assert len(cluster.list_pods()) == len(recorded("pods")) - 1  # the finished pod is not listed
 
 
 def test_the_kubernetes_client_loads_only_when_admission_is_switched_on() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.k8s.fit import fits
 from gpufair.scheduler.k8s.objects import parse_node, parse_pod
-from k8s_support import NAMESPACE, by_name, check_gated_pod_update, gated_pod, gates, patched, recorded, run
+from k8s_support import by_name, check_gated_pod_update, gated_pod, gates, patched, recorded, run
 
 BASE_NODE = by_name(recorded("nodes"), "gpu-a")
 BOUND_POD = by_name(recorded("pods"), "llm-ft-7d9c6b5f4-2kq8h")
@@ -139,6 +139,3 @@ def test_the_generator_reaches_admissions_and_holds() -> None:
     probe()
     assert seen["admitted"] >= 5 and seen["waiting"] >= 5, seen
 
-
-def test_namespace_is_the_managed_one() -> None:
-    assert NAMESPACE == gated_pod("x", 0)["metadata"]["namespace"]
