@@ -235,6 +235,17 @@ def test_a_pod_admitted_but_not_yet_bound_holds_its_gpus(nodes, pods) -> None:
      "skipped: node gpu-b: status.allocatable['nvidia.com/gpu'] is 'lots', not a whole number"),
     (lambda n, p: p.append({"metadata": {"name": "x"}}), "skipped: pod x: no metadata.namespace"),
     (lambda n, p: p.append(None), "skipped: a pod without metadata.name"),
+    (lambda n, p: by_name(p, "resnet-a-0-x7k2p")["spec"].update(affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": ["gpu-a"]}]}}}),
+     "skipped: pod gpufair/resnet-a-0-x7k2p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+     "Execution.nodeSelectorTerms[0].matchFields[0] needs a key, an operator and a list of string values"),
+    (lambda n, p: by_name(p, "resnet-a-0-x7k2p")["spec"].update(affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": "eu-west-1a"}]}]}}}),
+     "skipped: pod gpufair/resnet-a-0-x7k2p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+     "Execution.nodeSelectorTerms[0].matchExpressions[0] needs a key, an operator and a list of string values"),
+    (lambda n, p: by_name(p, "resnet-a-0-x7k2p")["spec"].update(affinity="gpu-a"),
+     "skipped: pod gpufair/resnet-a-0-x7k2p: spec.affinity is not a mapping"),
     (lambda n, p: by_name(p, "bert-b-0-m2n8d")["spec"]["containers"][0]["resources"]["limits"].update(
         {"nvidia.com/gpu": "1.5"}),
      "skipped: pod gpufair/bert-b-0-m2n8d: spec.containers[0].resources.limits['nvidia.com/gpu'] is '1.5', "

@@ -139,3 +139,37 @@ def test_the_generator_reaches_admissions_and_holds() -> None:
     probe()
     assert seen["admitted"] >= 5 and seen["waiting"] >= 5, seen
 
+
+
+def _paths(value, prefix=()):
+    """Every path into a JSON value."""
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, prefix + (i,))
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=4),
+                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+PODS, NODES = recorded("pods"), recorded("nodes")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["pods", "nodes"]), st.data())
+def test_any_field_of_any_object_replaced_by_junk_is_skipped_or_read_never_a_crash(kind, data) -> None:
+    objs = copy.deepcopy(PODS if kind == "pods" else NODES)
+    i = data.draw(st.integers(0, len(objs) - 1))
+    path = data.draw(st.sampled_from(list(_paths(objs[i]))))
+    junk = data.draw(JUNK)
+    if not path:
+        objs[i] = junk
+    else:
+        parent = objs[i]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = junk
+    d = run(NODES if kind == "pods" else objs, objs if kind == "pods" else PODS)
+    assert all(p.startswith("skipped: ") for p in d.problems)

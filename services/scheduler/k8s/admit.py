@@ -119,8 +119,8 @@ def free_gpus(nodes: Sequence[NodeView], pods: Sequence[PodView], unsure: set[st
 
 def _pack(pods: Sequence[PodView], room: Mapping[str, int], order: Sequence[str],
           nodes: Mapping[str, NodeView]) -> dict[str, str] | None:
-    """Pod name -> node within `room`, nodes tried in `order`: one node for the
-    whole gang if one can take it, else first fit, largest pods first."""
+    """Pod key -> node within `room`, nodes tried in `order` (a pod holding no GPU: ""):
+    one node for the whole gang if one can take it, else first fit, largest pods first."""
     gpu_pods = sorted((p for p in pods if p.gpus), key=lambda p: (-p.gpus, p.name))
     placed = {p.key: "" for p in pods if not p.gpus}
     for n in order:
@@ -151,21 +151,27 @@ def _device_type(gang: Gang, free: Mapping[str, int], nodes: Mapping[str, NodeVi
     return count.most_common(1)[0][0] if count else ""
 
 
-def _place(ready: list[Gang], free: dict[str, int], nodes: dict[str, NodeView], ctx: Context
-           ) -> tuple[list[Admit], list[Wait]]:
-    admits: list[Admit] = [Admit(g.job, {p.key: "" for p in g.pods}) for g in ready if not g.gpus]
-    waits: list[Wait] = []
-    offered: list[Gang] = []
+def _offer(ready: list[Gang], free: dict[str, int], nodes: dict[str, NodeView], ctx: Context
+           ) -> tuple[list[Gang], list[Wait]]:
+    """The gangs that could start now on their own; the others wait, and why."""
+    offered, waits = [], []
     total = sum(free.values())
-    for g in (g for g in ready if g.gpus):
-        cached = ctx.cached.get(g.dataset, frozenset())
-        if _pack(g.pods, free, _fallback_order(free, cached), nodes) is not None:
+    for g in ready:
+        if _pack(g.pods, free, _fallback_order(free, ctx.cached.get(g.dataset, frozenset())), nodes) is not None:
             offered.append(g)
         elif g.gpus > total:
             waits.append(Wait(g.job, f"needs {g.gpus} GPUs; {total} free on {len(free)} nodes", _names(g)))
         else:
             waits.append(Wait(g.job, f"its pods ({', '.join(str(p.gpus) for p in g.pods)} GPUs) do not fit on "
                                      f"the free GPUs of nodes they may use", _names(g)))
+    return offered, waits
+
+
+def _place(ready: list[Gang], free: dict[str, int], nodes: dict[str, NodeView], ctx: Context
+           ) -> tuple[list[Admit], list[Wait]]:
+    """Plan the round over the free GPUs, then realise each admitted gang pod by pod (module docstring)."""
+    admits = [Admit(g.job, {p.key: "" for p in g.pods}) for g in ready if not g.gpus]
+    offered, waits = _offer([g for g in ready if g.gpus], free, nodes, ctx)
     if not offered:
         return admits, waits
     gpus = [Gpu(f"{n}/{i}", n) for n in free for i in range(free[n])]

@@ -116,26 +116,51 @@ def _pinned_name(term: Obj) -> str:
     return ""
 
 
-def _map(obj: Obj, path: str, where: str) -> dict[str, Any]:
+def _at(obj: Obj, path: str, where: str) -> Any:
+    """The value at a dotted path; None where it is absent; ObjectError when a
+    step on the way is not a mapping."""
     value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(value, Mapping):
+            raise ObjectError(f"{where}: {'.'.join(parts[:i])} is not a mapping")
+        value = value.get(part)
         if value is None:
-            return {}
-    if not isinstance(value, Mapping):
+            return None
+    return value
+
+
+def _map(obj: Obj, path: str, where: str) -> dict[str, Any]:
+    value = _at(obj, path, where)
+    if value is not None and not isinstance(value, Mapping):
         raise ObjectError(f"{where}: {path} is not a mapping")
-    return dict(value)
+    return dict(value or {})
 
 
 def _list(obj: Obj, path: str, where: str) -> list[Any]:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-        if value is None:
-            return []
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+    value = _at(obj, path, where)
+    if value is not None and (not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value)):
         raise ObjectError(f"{where}: {path} is not a list of mappings")
-    return value
+    return value or []
+
+
+def _terms(obj: Obj, where: str) -> tuple[Obj, ...] | None:
+    """Required node affinity terms, each requirement checked for form (None: none given)."""
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if not _map(obj, path, where):
+        return None
+    terms = _list(obj, f"{path}.nodeSelectorTerms", where)
+    for i, term in enumerate(terms):
+        for part in ("matchExpressions", "matchFields"):
+            reqs = term.get(part) or []
+            for j, req in enumerate(reqs if isinstance(reqs, list) else [None]):
+                values = req.get("values") or [] if isinstance(req, Mapping) else None
+                if not (isinstance(req, Mapping) and isinstance(req.get("key"), str)
+                        and isinstance(req.get("operator"), str) and isinstance(values, list)
+                        and all(isinstance(v, str) for v in values)):
+                    raise ObjectError(f"{where}: {path}.nodeSelectorTerms[{i}].{part}[{j}] needs a key, an "
+                                      f"operator and a list of string values")
+    return tuple(terms)
 
 
 def _strings(m: Mapping[str, Any], path: str, where: str) -> dict[str, str]:
@@ -181,24 +206,23 @@ def parse_node(obj: Obj) -> NodeView:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in _list(obj, "status.conditions", where))
     return NodeView(name, whole_count(gpus, f"{where}: status.allocatable[{GPU_RESOURCE!r}]"),
-                    _strings(_map(meta, "labels", where), "metadata.labels", where), taints, ready,
+                    _strings(_map(obj, "metadata.labels", where), "metadata.labels", where), taints, ready,
                     _map(obj, "spec", where).get("unschedulable") is True)
 
 
-def _gpus(spec: Obj, where: str) -> int:
+def _gpus(obj: Obj, where: str) -> int:
     """GPUs the pod holds: the sum over its containers, or its largest init container if more
     (the scheduler's effective request)."""
     def need(c: Obj, i: int, kind: str) -> int:
-        res = c.get("resources") or {}
         for part in ("limits", "requests"):  # extended resources: limits, or requests equal to them
-            values = res.get(part) or {}
+            values = _map(c, f"resources.{part}", f"{where}: spec.{kind}[{i}]")
             if GPU_RESOURCE in values:
                 return whole_count(values[GPU_RESOURCE], f"{where}: spec.{kind}[{i}].resources.{part}"
                                                          f"[{GPU_RESOURCE!r}]")
         return 0
 
-    main = sum(need(c, i, "containers") for i, c in enumerate(_list(spec, "containers", where)))
-    init = max((need(c, i, "initContainers") for i, c in enumerate(_list(spec, "initContainers", where))),
+    main = sum(need(c, i, "containers") for i, c in enumerate(_list(obj, "spec.containers", where)))
+    init = max((need(c, i, "initContainers") for i, c in enumerate(_list(obj, "spec.initContainers", where))),
                default=0)
     return max(main, init)
 
@@ -213,22 +237,19 @@ def parse_pod(obj: Obj) -> PodView:
     spec = _map(obj, "spec", where)
     if not spec.get("containers"):
         raise ObjectError(f"{where}: no spec.containers")
-    gates = tuple(str(g.get("name", "")) for g in _list(spec, "schedulingGates", where))
-    owner = next((str(o.get("uid", "")) for o in _list(meta, "ownerReferences", where) if o.get("controller")), "")
-    required = _map(spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", where)
-    terms = tuple(_list(required, "nodeSelectorTerms", where)) if required else None
-    status = _map(obj, "status", where)
     if "creationTimestamp" not in meta:
         raise ObjectError(f"{where}: no metadata.creationTimestamp")
+    owners = _list(obj, "metadata.ownerReferences", where)
     return PodView(
         namespace=namespace, name=name, uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         created_s=parse_time(meta["creationTimestamp"], f"{where}: metadata.creationTimestamp"),
-        phase=str(status.get("phase") or "Pending"), gpus=_gpus(spec, where),
-        node_name=str(spec.get("nodeName") or ""), gates=gates,
-        labels=_strings(_map(meta, "labels", where), "metadata.labels", where),
-        annotations=_strings(_map(meta, "annotations", where), "metadata.annotations", where),
-        owner_uid=owner,
-        node_selector=_strings(_map(spec, "nodeSelector", where), "spec.nodeSelector", where),
-        node_terms=terms, tolerations=tuple(_list(spec, "tolerations", where)),
-        affinity=_map(spec, "affinity", where), deleting=bool(meta.get("deletionTimestamp")))
+        phase=str(_map(obj, "status", where).get("phase") or "Pending"), gpus=_gpus(obj, where),
+        node_name=str(spec.get("nodeName") or ""),
+        gates=tuple(str(g.get("name", "")) for g in _list(obj, "spec.schedulingGates", where)),
+        labels=_strings(_map(obj, "metadata.labels", where), "metadata.labels", where),
+        annotations=_strings(_map(obj, "metadata.annotations", where), "metadata.annotations", where),
+        owner_uid=next((str(o.get("uid", "")) for o in owners if o.get("controller")), ""),
+        node_selector=_strings(_map(obj, "spec.nodeSelector", where), "spec.nodeSelector", where),
+        node_terms=_terms(obj, where), tolerations=tuple(_list(obj, "spec.tolerations", where)),
+        affinity=_map(obj, "spec.affinity", where), deleting=bool(meta.get("deletionTimestamp")))
