@@ -14,8 +14,9 @@ import copy
 import jsonpatch
 import pytest
 
-from gpufair.common.steptime import StepTimeModel
+from gpufair.common.steptime import Scaling, StepTimeModel
 from gpufair.scheduler.k8s.fit import fits
+from gpufair.scheduler.k8s.gangs import fleet_job, gangs
 from gpufair.scheduler.k8s.objects import REASON_ANNOTATION, parse_node, parse_pod
 from k8s_support import by_name, gated_pod, gates, patched, recorded, run, set_gpus
 
@@ -258,3 +259,16 @@ def test_malformed_objects_are_skipped_with_a_clear_problem(nodes, pods, breakag
     if "node gpu-b" in problem:  # its free GPUs are unknown this round: none handed out there
         assert "gpu-b" not in d.free
     assert {n for a in d.admitted for n in a.nodes.values()} <= set(d.free)
+
+
+def test_a_profiled_job_runs_at_its_profiles_speed_on_its_gpu_count() -> None:
+    pods = [parse_pod(gated_pod("j", i, gpus=2, annotations={"gpufair.io/global-batch": "256",
+                                                             "gpufair.io/samples": "25600"})) for i in range(2)]
+    (gang,), _ = gangs(pods, "gpufair")
+    flat = StepTimeModel(0.05, 0.002)
+    synced = StepTimeModel(0.05, 0.002, Scaling.from_points(0.05, 0.002, [(4, 64, 0.05 + 0.002 * 64 + 0.1)]))
+    fast, slow = fleet_job(gang, flat, frozenset()), fleet_job(gang, synced, frozenset())
+    assert fast.exclusive_rate == pytest.approx(256 / (0.05 + 0.002 * 64))
+    assert slow.exclusive_rate == pytest.approx(256 / (0.15 + 0.002 * 64))  # 4 GPUs add 0.1 s a step
+    assert slow.alone_s() == pytest.approx(25600 / slow.exclusive_rate)
+    assert fleet_job(gang, None, frozenset()).alone_s() == pytest.approx(3600.0)  # unknown: one hour

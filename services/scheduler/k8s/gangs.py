@@ -137,13 +137,14 @@ def gangs(pods: Sequence[PodView], namespace: str) -> tuple[list[Gang], list[Hol
 
 def fleet_job(gang: Gang, profile: StepTimeModel | None, cached_nodes: frozenset[str]) -> FleetJob:
     """The gang as the round planner sees it: a waiting job. With a step-time
-    profile of its model its exclusive speed is the profile's at the even
-    split; its length needs that speed and `gpufair.io/samples`, else it is
-    `DEFAULT_ALONE_S`."""
+    profile of its model its exclusive speed is the profile's on its GPU
+    count at the even split (synchronisation included); its length needs
+    that speed and `gpufair.io/samples`, else it is `DEFAULT_ALONE_S`."""
     n = gang.gpus
     batch = gang.global_batch or n
     if profile is not None and profile.c_s > 0:
-        rate, per_sample, per_step = batch / profile.step_s(batch / n), profile.c_s, profile.a_s
+        per_step, per_sample = profile.costs(n)
+        rate = batch / profile.step_s(batch / n, n)
     else:  # unknown speed: one step a second; only the order among such jobs matters
         rate, per_sample, per_step = float(batch), n / batch, 0.0
     known = gang.samples is not None and profile is not None and profile.c_s > 0
