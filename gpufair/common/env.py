@@ -111,6 +111,15 @@ def _emu_dir() -> str:
     return os.path.join(base, f"gpufair-emu-{os.getuid()}")
 
 
+def _pod_namespace() -> str:
+    # The namespace Kubernetes mounts with a pod's service account token; "default" elsewhere.
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
+            return fh.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
 @dataclass(frozen=True)
 class Var(Generic[T]):
     """One environment variable: its name, default, how it is read, and what it means."""
@@ -182,6 +191,9 @@ JOB_RETENTION_S = _v("GPUFAIR_JOB_RETENTION_S", "604800", "scheduler: seconds an
                      "(`gpufair jobs --all`) before it is purged (default 7 days)", real(0, 10 * 365 * 86400, "seconds"))
 JOB_RETENTION_MAX = _v("GPUFAIR_JOB_RETENTION_MAX", "1000", "scheduler: most ended job records kept; older ones are purged first",
                        whole(0, 100_000))
+K8S = _v("GPUFAIR_K8S", "false", "scheduler: admit and place gated Kubernetes training pods (deploy/README.md)", flag)
+K8S_NAMESPACE = _v("GPUFAIR_K8S_NAMESPACE", _pod_namespace,
+                   "scheduler with GPUFAIR_K8S: the namespace whose gated pods it admits", shown="its own namespace")
 LEASE_TTL = _v("GPUFAIR_LEASE_TTL", "10", "seconds before a dead process's liveness keys and leadership expire",
                whole(2, 3600, "whole seconds"))
 LOG_LEVEL = _v("GPUFAIR_LOG_LEVEL", "INFO", "log level: DEBUG, INFO, WARNING or ERROR",
@@ -212,7 +224,7 @@ VARS: tuple[Var, ...] = (
     ETCD, ETCD_ROOT, ETCD_USERNAME, ETCD_PASSWORD, LISTEN, METRICS_ADDR, SCHEDULER_ADDR, CACHE_ADDR, S3_ENDPOINT,
     S3_ACCESS_KEY, S3_SECRET_KEY, S3_SECURE, NODE, CACHE_DIR, CACHE_CAPACITY, CACHE_PART_SIZE, CACHE_CONCURRENCY,
     CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, JOB_LOST_S, JOB_RETENTION_S, JOB_RETENTION_MAX,
-    LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
+    K8S, K8S_NAMESPACE, LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
     OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS, JOB_TOKEN,
     TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -21,11 +21,13 @@ from gpufair.common.server import RunningServer, ServerDeps, ServiceBinding, cre
 from gpufair.common.tokens import JobTokens
 from gpufair.scheduler.housekeeping import LifeSettings
 from gpufair.scheduler.hub import CommandHub
+from gpufair.scheduler.k8s.controller import AdmissionController, Cached, ClusterApi, K8sSettings, cached_datasets
 from gpufair.scheduler.lifecycle import Retention
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.servicer import SchedulerServicer
+from gpufair.scheduler.snapshot import Profiles
 from gpufair.scheduler.sources import MetricsSource, PolicySettings, PolicyStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
@@ -42,11 +44,14 @@ class SchedulerReplica:
     hub: CommandHub
     metrics_channel: grpc.aio.Channel
     servicer: SchedulerServicer
+    admission: AdmissionController | None = None  # Kubernetes admission, with GPUFAIR_K8S
     server: RunningServer | None = None
 
     async def close(self, grace: float = 1.0) -> None:
         if self.server:
             await self.server.stop(grace)
+        if self.admission:
+            await self.admission.stop()
         await self.loop.stop()
         await self.election.stop()
         await self.registry.stop()
@@ -64,9 +69,22 @@ def life_settings(e: Mapping[str, str] | None = None) -> LifeSettings:
     return LifeSettings(env.JOB_LOST_S.read(e), Retention(env.JOB_RETENTION_S.read(e), env.JOB_RETENTION_MAX.read(e)))
 
 
+def k8s_settings(e: Mapping[str, str] | None = None) -> K8sSettings:
+    """Kubernetes admission from GPUFAIR_K8S and GPUFAIR_K8S_NAMESPACE (off by default)."""
+    return K8sSettings.from_env(e)
+
+
+def _connect_k8s() -> ClusterApi:
+    from gpufair.scheduler.k8s.api import connect  # the kubernetes client loads only when switched on
+
+    return connect()
+
+
 async def build_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "",
-                        life: LifeSettings = LifeSettings()) -> SchedulerReplica:
+                        life: LifeSettings = LifeSettings(), k8s: K8sSettings = K8sSettings(),
+                        k8s_api: Callable[[], ClusterApi] = _connect_k8s) -> SchedulerReplica:
     identity = identity or f"{config.node}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    kube = k8s_api() if k8s.enabled else None  # first: a bad Kubernetes configuration fails before anything opens
     keys = Keys(config.etcd_root)
     state = EtcdState(config.etcd, lease_ttl=config.lease_ttl, auth=config.etcd_auth)
     hub = CommandHub()
@@ -81,13 +99,24 @@ async def build_replica(config: CommonConfig, policy: PolicySettings, *, identit
     profiles = ProfileStore(state, keys)
     loop = DecisionLoop(state, keys, registry, election, policies, metrics.fetch, profiles.fits, life=life)
     servicer = SchedulerServicer(registry, hub, loop, policies, profiles, JobTokens(config.auth.job_token_secret), identity)
-    return SchedulerReplica(state, registry, election, loop, hub, channel, servicer)
+    admission = None
+    if kube is not None:
+        async def period_s() -> float:
+            return (await policies.get()).period_s
+
+        async def inputs() -> tuple[Profiles, Cached]:
+            return await profiles.fits(), await cached_datasets(state, keys)
+
+        admission = AdmissionController(kube, election, k8s.namespace, period_s, inputs)
+    return SchedulerReplica(state, registry, election, loop, hub, channel, servicer, admission)
 
 
 async def start_replica(config: CommonConfig, policy: PolicySettings, *, identity: str = "",
-                        interceptors: Sequence[grpc.aio.ServerInterceptor] = (), life: LifeSettings = LifeSettings()) -> SchedulerReplica:
+                        interceptors: Sequence[grpc.aio.ServerInterceptor] = (), life: LifeSettings = LifeSettings(),
+                        k8s: K8sSettings = K8sSettings(),
+                        k8s_api: Callable[[], ClusterApi] = _connect_k8s) -> SchedulerReplica:
     """Start serving at once (NOT_SERVING until etcd answers); background tasks retry etcd."""
-    replica = await build_replica(config, policy, identity=identity, life=life)
+    replica = await build_replica(config, policy, identity=identity, life=life, k8s=k8s, k8s_api=k8s_api)
     replica.server = await create_server(config, start_background(replica, interceptors))
     return replica
 
@@ -97,6 +126,8 @@ def start_background(replica: SchedulerReplica, interceptors: Sequence[grpc.aio.
     replica.registry.start_background()
     replica.election.start()
     replica.loop.start()
+    if replica.admission:
+        replica.admission.start()
     return ServerDeps(
         services=[ServiceBinding(SERVICE_NAME, lambda s: pb_grpc.add_SchedulerServiceServicer_to_server(replica.servicer, s))],
         readiness=lambda: _ready(replica),

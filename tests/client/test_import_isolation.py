@@ -1,4 +1,4 @@
-"""The trainer library and the CLI load no service code, etcd or S3 client when imported:
+"""The trainer library and the CLI load no service code, etcd, S3 or Kubernetes client when imported:
 they speak only gRPC (`gpufair.api`) and use the small pure shared layer."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-FORBIDDEN = ("aetcd", "minio", "gpufair.metrics", "gpufair.scheduler", "gpufair.cache")
+FORBIDDEN = ("aetcd", "minio", "kubernetes", "gpufair.metrics", "gpufair.scheduler", "gpufair.cache")
 
 
 def _loaded_by(code: str) -> list[str]:

@@ -30,7 +30,7 @@ COMPOSE = DEPLOY / "compose" / "docker-compose.yaml"
 Obj = dict[str, Any]
 _SUPPORTED = {"apiVersion", "kind", "resources", "components", "patches", "images", "replicas", "namespace",
               "configMapGenerator", "generatorOptions"}
-_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PersistentVolume"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PersistentVolume"}
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
 
@@ -72,6 +72,12 @@ def merge(base: Any, patch: Any) -> Any:
 
 def _named_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "name" in i for i in value)
+
+
+def bound_service_accounts(objs: list[Obj]) -> set[str]:
+    """ServiceAccounts some RoleBinding or ClusterRoleBinding grants a role to."""
+    return {s["name"] for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+            for s in o.get("subjects", []) if s["kind"] == "ServiceAccount"}
 
 
 def pod_spec(obj: Obj) -> Obj | None:
@@ -176,7 +182,7 @@ def build(directory: Path) -> list[Obj]:
                 c["image"] = _set_image(c["image"], rule)
     if "namespace" in k:
         for o in objs:
-            if o["kind"] not in _CLUSTER_SCOPED:
+            if o["kind"] not in CLUSTER_SCOPED:
                 o["metadata"]["namespace"] = k["namespace"]
     return objs
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from deploy_support import DEPLOY, K8S, POD_OWNERS, build, containers, key, load_all, pod_spec
+from deploy_support import (CLUSTER_SCOPED, DEPLOY, K8S, POD_OWNERS, bound_service_accounts, build, containers, key,
+                            load_all, pod_spec)
 
 TARGETS = ["base", "overlays/example"]
 COMPONENTS = sorted(p.name for p in (K8S / "components").iterdir() if p.is_dir())
@@ -63,7 +64,7 @@ def test_kustomizations_render_and_patches_hit_existing_objects(rendered: list[d
     assert len(keys) == len(set(keys)), "duplicate objects"
     for o in rendered:
         assert o.get("apiVersion") and o.get("kind") and o["metadata"].get("name"), o
-        if o["kind"] != "Namespace":
+        if o["kind"] not in CLUSTER_SCOPED:
             assert o["metadata"]["namespace"] == "gpufair"
 
 
@@ -115,11 +116,13 @@ def test_servicemonitor_is_well_formed() -> None:
 
 
 def test_containers_are_non_root_read_only_and_bounded(rendered: list[dict[str, Any]]) -> None:
+    bound = bound_service_accounts(rendered)
     for o in rendered:
         spec = pod_spec(o)
         if spec is None:
             continue
-        assert spec["automountServiceAccountToken"] is False, key(o)
+        # An API token only where a role is bound (the scheduler, with components/admission).
+        assert spec["automountServiceAccountToken"] is (spec["serviceAccountName"] in bound), key(o)
         psc = spec["securityContext"]
         assert psc["runAsNonRoot"] is True and psc["seccompProfile"]["type"] == "RuntimeDefault", key(o)
         assert any(v["name"] == "tmp" and "emptyDir" in v for v in spec["volumes"]), f"{key(o)}: no emptyDir /tmp"
@@ -192,9 +195,13 @@ def test_services_select_pods_and_name_their_ports(rendered: list[dict[str, Any]
                 f"Service {svc['metadata']['name']} port {p['name']}"
 
 
-def test_rbac_grants_nothing(rendered: list[dict[str, Any]]) -> None:
-    kinds = {o["kind"] for o in rendered}
-    assert not kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+def test_the_base_grants_no_rbac_and_no_service_account_mounts_a_token() -> None:
+    # RBAC comes only with components/admission (tests/deploy/test_deploy_admission.py).
+    objs = build(K8S / "base")
+    assert not {o["kind"] for o in objs} & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def test_service_accounts_never_mount_a_token_by_default(rendered: list[dict[str, Any]]) -> None:
     for sa in (o for o in rendered if o["kind"] == "ServiceAccount"):
         assert sa["automountServiceAccountToken"] is False
 
