@@ -173,7 +173,7 @@ async def test_cached_datasets_reads_the_caches_records() -> None:
 def test_settings_come_from_the_environment() -> None:
     assert K8sSettings.from_env({"GPUFAIR_K8S": "1", "GPUFAIR_K8S_NAMESPACE": "ml"}) == K8sSettings(True, "ml")
     assert K8sSettings.from_env({}).enabled is False
-    with pytest.raises(ValueError, match="GPUFAIR_K8S='kube' is not a boolean"):
+    with pytest.raises(ValueError, match="GPUFAIR_K8S='kube': expected a boolean"):
         K8sSettings.from_env({"GPUFAIR_K8S": "kube"})
 
 
