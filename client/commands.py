@@ -27,7 +27,7 @@ class GrpcCommandSource:
     """A `CommandSource` over `SchedulerService.StreamCommands`."""
 
     def __init__(self, channel: grpc.Channel, *, job_id: str, rank: int, metadata: tuple[tuple[str, str], ...] = (),
-                 on_command: Callable[[SplitCommand, float], None] | None = None) -> None:
+                 on_command: Callable[[SplitCommand, float], None] | None = None, lost_after_s: float = 30.0) -> None:
         self._stub = pb_grpc.SchedulerServiceStub(channel)
         self._job, self._rank, self._metadata = job_id, rank, metadata
         self._on_command = on_command
@@ -39,6 +39,8 @@ class GrpcCommandSource:
         self._latest: SplitCommand | None = None
         self.known_version = 0
         self.received = 0
+        self._lost_after_s = lost_after_s
+        self._down_since: float | None = None  # monotonic time the stream last broke (None: up)
 
     def start(self, offer: Callable[[SplitCommand], bool]) -> None:
         """Deliver commands to `offer` too. One stream serves every loop of the session
@@ -59,6 +61,12 @@ class GrpcCommandSource:
         for offer in offers:
             offer(command)
 
+    def lost(self) -> bool:
+        """True when the stream has been down for `lost_after_s` (a held job then
+        trains unpaced, as without gpufair)."""
+        down = self._down_since
+        return down is not None and time.monotonic() - down >= self._lost_after_s
+
     def stop(self) -> None:
         self._stop.set()
         call = self._call
@@ -75,12 +83,13 @@ class GrpcCommandSource:
                 self._call = self._stub.StreamCommands(req, metadata=self._metadata)
                 for msg in self._call:
                     backoff.reset()
+                    self._down_since = None
                     c = msg.command
                     if c.version <= self.known_version:
                         continue
                     self.known_version = c.version
                     self.received += 1
-                    command = SplitCommand(c.version, c.apply_step, tuple(c.batch_sizes))
+                    command = SplitCommand(c.version, c.apply_step, tuple(c.batch_sizes), tuple(c.shares), c.reason)
                     self._offer(command)
                     if self._on_command:
                         self._on_command(command, time.time())
@@ -100,5 +109,7 @@ class GrpcCommandSource:
                 logger.debug("command stream broke (%s); reconnecting", code)
             except Exception:  # noqa: BLE001 - never let the follower die silently
                 logger.exception("command follower failed; reconnecting")
+            if self._down_since is None:
+                self._down_since = time.monotonic()
             if not backoff.wait():
                 return

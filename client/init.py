@@ -53,6 +53,8 @@ def _register(session: Session, placements: list[Placement], max_batch: int, exc
         res = stub.RegisterJob(spb.RegisterJobRequest(spec=spec), metadata=session.metadata, timeout=5)
         session.registered = True
         session.initial_split = tuple(res.job.split.batch_sizes)
+        session.initial_version = res.job.split.version
+        session.initial_shares = tuple(res.job.split.shares)
         logger.info("registered job %s (split %s)", session.job_id, list(res.job.split.batch_sizes))
         return None
     except grpc.RpcError as exc:
@@ -93,9 +95,9 @@ def init(job_id: str, global_batch: int, *, model: str, total_samples: int | Non
     if world > 1 and dist.is_available() and dist.is_initialized():
         # Rank 0's outcome reaches every rank (this is also the barrier: the job
         # exists before any rank opens its command stream).
-        box = [(refused, session.registered, session.initial_split)]
+        box = [(refused, session.registered, session.initial_split, session.initial_version, session.initial_shares)]
         dist.broadcast_object_list(box, src=0)
-        refused, session.registered, session.initial_split = box[0]
+        refused, session.registered, session.initial_split, session.initial_version, session.initial_shares = box[0]
     if refused:
         raise InvalidArgument(refused)
     busy = session.busy_seconds if emulated_device is not None else None

@@ -94,6 +94,8 @@ class Session:
     emulated: Any = None  # an EmulatedDevice, if this rank uses one
     registered: bool = False
     initial_split: tuple[int, ...] = ()  # the split at registration (empty if the scheduler was not reached)
+    initial_version: int = 0  # its version
+    initial_shares: tuple[float, ...] = ()  # its paced shares (all 0: the job waits to be admitted)
     progress: Progress = field(default_factory=Progress)
     _closed: bool = False
     _busy_s: float = 0.0
@@ -131,8 +133,10 @@ class Session:
     def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, observers: Sequence[Any] = (), **loader_kwargs: Any) -> ElasticLoop:
         """This rank's elastic data loading, following the job's split commands (plus your own step observers)."""
         observers = ([self._reporter] if self._reporter else []) + [self.progress] + list(observers)
+        start = dict(initial_split=self.initial_split, initial_version=self.initial_version,
+                     initial_shares=self.initial_shares) if len(self.initial_split) == self.world_size else {}
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
-                           observers=observers, command_source=self._commands, **loader_kwargs)
+                           observers=observers, command_source=self._commands, **start, **loader_kwargs)
         self._loops.append(loop)
         return loop
 

@@ -20,6 +20,17 @@ has passed. Mechanism:
 * No command (control plane unreachable) means the split in force stays. A
   failed exchange (a peer died) freezes the split in force; nothing raises.
 
+Commands may also carry *paced shares*, per rank the fraction of its GPU's
+time it may use (`gpufair.scheduler.policy.paced`): the training loop holds
+each rank for the rest of every step, and a share of 0 holds the job at a
+step boundary until a command gives it time again. Shares travel with the
+split in the same rows, so every rank paces and holds from the same step; a
+change of shares alone moves no samples, so it takes effect at the agreement
+step itself (a held job resumes at the step it holds at). While held, the
+ranks keep exchanging rows (`exchange_now`); if any of them has lost the
+control plane for `lost_after_s`, the job is released and trains unpaced, as
+it would without gpufair.
+
 The exchange overlaps with compute: `launch(step)` starts the all-gather for
 agreement step `step` (the training loop calls it right after fetching the
 batch of step-1), and it completes at `complete()` or as soon as
@@ -50,24 +61,40 @@ from gpufair.common.errors import GpufairError, InvalidArgument
 logger = logging.getLogger(__name__)
 
 _NONE = -1  # version in a gathered row when the rank has nothing pending
+_UNPACED = -1  # a share in a gathered row: the command paces no rank
+_PPM = 1_000_000  # shares travel as parts per million in the int rows
 
 
 @dataclass(frozen=True)
 class SplitCommand:
-    """Per-rank batch sizes `split`, version `version`, to apply at global step `apply_step`."""
+    """Per-rank batch sizes `split`, version `version`, to apply at global step
+    `apply_step`; `shares` per rank of its GPU's time (empty: unpaced, 0 holds);
+    `reason` is what the scheduler said (logged, never exchanged)."""
 
     version: int
     apply_step: int
     split: tuple[int, ...]
+    shares: tuple[float, ...] = ()
+    reason: str = ""
 
 
 @dataclass(frozen=True)
 class ScheduledSplit:
-    """A split in force from global step `effective_step` on."""
+    """A split (and its paced shares) in force from global step `effective_step` on."""
 
     effective_step: int
     version: int
     split: tuple[int, ...]
+    shares: tuple[float, ...] = ()
+
+    def share(self, rank: int) -> float:
+        """The fraction of its GPU's time `rank` may use (1 when unpaced)."""
+        return self.shares[rank] if self.shares else 1.0
+
+    @property
+    def held(self) -> bool:
+        """True when some rank has no time: the whole job waits (its ranks step together)."""
+        return bool(self.shares) and min(self.shares) <= 0.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +110,14 @@ class AgreementStats:
 
 #: Waits for a started all-gather and returns one row per rank, in rank order.
 GatherResult = Callable[[], list[list[int]]]
+
+
+def check_shares(shares: Sequence[float], world_size: int) -> tuple[float, ...]:
+    """Validated paced shares: empty, or one per rank in [0, 1]."""
+    out = tuple(float(x) for x in shares)
+    if out and (len(out) != world_size or not all(0.0 <= x <= 1.0 for x in out)):
+        raise InvalidArgument(f"paced shares must be {world_size} numbers in [0, 1], got {list(out)}")
+    return out
 
 
 class Exchanger(Protocol):
@@ -147,6 +182,8 @@ class SplitAgreement:
         exchanger: Exchanger,
         every: int = 1,
         initial_version: int = 0,
+        initial_shares: Sequence[float] = (),
+        control_lost: Callable[[], bool] | None = None,
     ) -> None:
         if every < 1:
             raise InvalidArgument(f"agreement interval must be >= 1 step, got {every}")
@@ -154,7 +191,8 @@ class SplitAgreement:
         self.global_batch_size = global_batch_size
         self.every = every
         self._exchanger = exchanger
-        first = ScheduledSplit(0, initial_version, check_split(initial_split, world_size, global_batch_size))
+        first = ScheduledSplit(0, initial_version, check_split(initial_split, world_size, global_batch_size),
+                               check_shares(initial_shares, world_size))
         self._schedule: list[ScheduledSplit] = [first]
         self._starts: list[int] = [0]
         self._agreed_version = initial_version
@@ -163,6 +201,8 @@ class SplitAgreement:
         self._lock = threading.Lock()
         self._inflight: _InFlight | None = None
         self._failed = False
+        self._control_lost = control_lost or (lambda: False)
+        self.reason = ""  # what the scheduler said with this rank's newest command (for logs)
         self._counts = {"accepted": 0, "ignored": 0, "rejected": 0, "agreements": 0}
 
     def offer(self, command: SplitCommand) -> bool:
@@ -180,20 +220,37 @@ class SplitAgreement:
                 logger.debug("split command version %d ignored (have %d)", checked.version, newest)
                 return False
             self._pending = checked
+            self.reason = command.reason
             self._counts["accepted"] += 1
         return True
 
     def launch(self, step: int) -> None:
         """Start the exchange of agreement step `step` (no-op at other steps)."""
-        if step % self.every or self._failed:
+        if step % self.every:
+            return
+        self._launch(step)
+
+    def exchange_now(self, step: int) -> ScheduledSplit | None:
+        """Exchange rows at `step` whatever the interval: the ranks of a held job,
+        all waiting at the same step, call it together."""
+        self._launch(step)
+        return self.complete()
+
+    def _launch(self, step: int) -> None:
+        if self._failed:
             return
         self.complete()
         with self._lock:
             pending, answered = self._pending, self._answered
+        try:
+            lost = 1 if self._control_lost() else 0
+        except Exception:  # noqa: BLE001 - a probe must never break training
+            lost = 0
         if pending is not None and pending.version > self._agreed_version:
-            row = [pending.version, pending.apply_step, answered, *pending.split]
+            shares = [round(x * _PPM) for x in pending.shares] or [_UNPACED] * self.world_size
+            row = [pending.version, pending.apply_step, answered, lost, *pending.split, *shares]
         else:
-            row = [_NONE, 0, answered, *([0] * self.world_size)]
+            row = [_NONE, 0, answered, lost, *([0] * self.world_size), *([_UNPACED] * self.world_size)]
         try:
             self._inflight = _InFlight(step, answered, self._exchanger.start_all_gather(row))
         except Exception:  # noqa: BLE001 - never into the training loop
@@ -234,6 +291,11 @@ class SplitAgreement:
             return self._schedule[max(index, 0)]
 
     @property
+    def failed(self) -> bool:
+        """True once an exchange failed: the split (and shares) in force stay."""
+        return self._failed
+
+    @property
     def schedule(self) -> tuple[ScheduledSplit, ...]:
         with self._lock:
             return tuple(self._schedule)
@@ -250,35 +312,57 @@ class SplitAgreement:
         if not isinstance(apply_step, int) or apply_step < 0:
             raise InvalidArgument(f"apply_step must be an integer >= 0, got {apply_step!r}")
         split = check_split(command.split, self.world_size, self.global_batch_size)
-        return SplitCommand(version, apply_step, split)
+        return SplitCommand(version, apply_step, split, check_shares(command.shares, self.world_size))
+
+    def _in_force(self, step: int) -> ScheduledSplit:
+        return self._schedule[max(bisect.bisect_right(self._starts, step) - 1, 0)]
 
     def _decide(self, step: int, rows: list[list[int]]) -> ScheduledSplit | None:
         # Runs identically on every rank over identical rows: no rank-local input.
+        n = self.world_size
         best = max(range(len(rows)), key=lambda r: (rows[r][0], -r))
         version, apply_step = rows[best][0], rows[best][1]
         if version <= self._agreed_version:
-            return None
+            return self._release(step, rows)
         try:
-            split = check_split(rows[best][3:], self.world_size, self.global_batch_size)
+            split = check_split(rows[best][4:4 + n], n, self.global_batch_size)
+            shares = () if rows[best][4 + n] == _UNPACED else \
+                check_shares([x / _PPM for x in rows[best][4 + n:4 + 2 * n]], n)
         except InvalidArgument as exc:
             self._counts["rejected"] += 1
             logger.warning("agreed split command rejected: %s", exc)
             return None
         answered = max(r[2] for r in rows)
-        effective = max(apply_step, step, answered + 1)
+        effective = max(apply_step, step)
+        if split != self._in_force(effective).split:
+            effective = max(effective, answered + 1)  # never revise a split handed out
         if self._answered >= effective:
             # Only if split_for_step runs on another thread during sync (unsupported).
             logger.error("step %d was handed out during an agreement; ranks may disagree", effective)
         # A newer command supersedes older ones not yet in force.
         keep = bisect.bisect_left(self._starts, effective)
         del self._schedule[keep:], self._starts[keep:]
-        entry = ScheduledSplit(effective, version, split)
+        entry = ScheduledSplit(effective, version, split, shares)
         self._schedule.append(entry)
         self._starts.append(effective)
         self._agreed_version = version
         if self._pending is not None and self._pending.version <= version:
             self._pending = None
-        logger.info("split version %d %s scheduled at step %d", version, split, effective)
+        paced = f" paced {[round(x, 3) for x in shares]}" if shares else ""
+        logger.info("split version %d %s%s scheduled at step %d", version, split, paced, effective)
+        return entry
+
+    def _release(self, step: int, rows: list[list[int]]) -> ScheduledSplit | None:
+        """A held job whose control plane some rank has lost trains unpaced."""
+        current = self._in_force(step)
+        if not current.held or not any(r[3] for r in rows):
+            return None
+        keep = bisect.bisect_left(self._starts, step)
+        del self._schedule[keep:], self._starts[keep:]
+        entry = ScheduledSplit(step, current.version, current.split, ())
+        self._schedule.append(entry)
+        self._starts.append(step)
+        logger.warning("control plane lost while the scheduler held the job; training unpaced from step %d", step)
         return entry
 
     def _fail(self) -> None:

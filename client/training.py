@@ -94,6 +94,8 @@ class ElasticLoop:
         observers: Iterable[StepObserver] = (),
         command_source: CommandSource | None = None,
         exchanger: Exchanger | None = None,
+        initial_shares: tuple[float, ...] = (),
+        hold_poll_s: float = 0.25,
         **loader_kwargs: Any,
     ) -> None:
         distributed = dist.is_available() and dist.is_initialized()
@@ -108,6 +110,8 @@ class ElasticLoop:
             exchanger=exchanger,
             every=sync_every,
             initial_version=initial_version,
+            initial_shares=initial_shares,
+            control_lost=getattr(command_source, "lost", None),
         )
         self.sampler = ElasticBatchSampler(
             len(dataset),  # type: ignore[arg-type]
@@ -128,6 +132,9 @@ class ElasticLoop:
         self._plan: BatchPlan | None = None
         self._local_samples = 0
         self._source = command_source
+        self._hold_poll_s = hold_poll_s
+        self.paced_s = 0.0  # seconds this rank was held back by pacing (telemetry, tests)
+        self.held_s = 0.0  # seconds the job waited at a step boundary for the scheduler
         if command_source is not None:
             self._guard("command source start", lambda: command_source.start(self.agreement.offer))
 
@@ -176,8 +183,10 @@ class ElasticLoop:
                 t0 = time.perf_counter()
                 if record is not None:
                     self._emit(record, t0 - handed_out)
+                    self._pace(record["global_step"], t0 - handed_out)
                     record = None
                 self.agreement.complete()  # launched during the previous step's body
+                self._hold(sampler.global_step(epoch, k))
                 t1 = time.perf_counter()
                 batch = next(batches)
                 t2 = time.perf_counter()
@@ -190,6 +199,33 @@ class ElasticLoop:
         finally:
             if record is not None:
                 self._emit(record, time.perf_counter() - handed_out)
+
+    def _pace(self, step: int, compute_s: float) -> None:
+        """Hold this rank for the rest of its share of step `step`: a step of
+        `compute_s` busy seconds at share s takes compute_s / s in all."""
+        share = self.agreement.entry_for_step(step).share(self.rank)
+        if 0.0 < share < 1.0 and compute_s > 0:
+            wait = compute_s * (1.0 / share - 1.0)
+            time.sleep(wait)
+            self.paced_s += wait
+
+    def _hold(self, step: int) -> None:
+        """Wait at `step` while the scheduler holds the job (every rank holds at
+        the same step, so their exchanges pair up); never raises."""
+        if not self.agreement.entry_for_step(step).held:
+            return
+        started = time.perf_counter()
+        logger.info("held by the scheduler before step %d: %s", step,
+                    self.agreement.reason or "waiting for GPU time")
+        try:
+            while self.agreement.entry_for_step(step).held and not self.agreement.failed:
+                time.sleep(self._hold_poll_s)
+                self.agreement.exchange_now(step)
+        except Exception:  # noqa: BLE001 - never into the training loop
+            logger.exception("waiting for the scheduler failed; training on")
+        waited = time.perf_counter() - started
+        self.held_s += waited
+        logger.info("resumed at step %d after %.1f s held", step, waited)
 
     def close(self) -> None:
         """Finish the exchange in flight and stop the command source (all ranks call it)."""

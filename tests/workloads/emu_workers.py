@@ -70,3 +70,32 @@ def train_in_rounds(directory: str, speeds: tuple[float, ...], index: int, size:
                 n += 1
             steps.append(n)
     results.put((name, steps))
+
+
+def train_paced(directory: str, speeds: tuple[float, ...], index: int, size: int, barrier: Any,
+                share: float | None, window_s: float, results: Any, name: str) -> None:
+    """Train through an ElasticLoop paced at `share` (None: unpaced) on device
+    `index`, each step one compute slice; report steps/s over the window."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from gpufair.client.splits import LocalExchanger
+    from gpufair.client.training import ElasticLoop
+
+    torch.set_num_threads(1)
+    a = torch.randn(size, size)
+    loop = ElasticLoop(TensorDataset(torch.zeros(100_000)), 1, rank=0, world_size=1,
+                       exchanger=LocalExchanger(), initial_split=(1,), initial_version=1,
+                       initial_shares=() if share is None else (share,))
+    with EmulatedDevice.open(index, config(directory, speeds)) as dev:
+        with dev.compute():
+            a @ a
+        barrier.wait(timeout=120)
+        steps, deadline = 0, time.monotonic() + window_s
+        for _ in loop.epoch(0):
+            if time.monotonic() >= deadline:
+                break
+            with dev.compute():
+                (a @ a).sum().item()
+            steps += 1
+    results.put((name, steps / window_s))

@@ -234,3 +234,20 @@ def test_a_lost_state_file_never_lets_two_holders_in(emu_dir: Path) -> None:
     other.close(), holder.close()
     with pytest.raises(FailedPrecondition, match="closed"):
         other.acquire()
+
+
+def _paced_rates(tmp: Path, share: float | None) -> dict[str, float]:
+    results, barrier = CTX.Queue(), CTX.Barrier(2)
+    return _run_all([CTX.Process(target=emu_workers.train_paced,
+                                 args=(str(tmp), (1.0,), 0, 200, barrier, s, 3.0, results, name))
+                     for name, s in (("paced", share), ("neighbour", None))], results)
+
+
+def test_a_paced_job_leaves_its_gpu_time_to_the_neighbour(emu_dir: Path) -> None:
+    shared = _paced_rates(emu_dir, None)
+    paced = _paced_rates(emu_dir, 0.25)
+    # Time-sliced, the two split the device about evenly; paced to a quarter, the
+    # job keeps about a quarter and its neighbour gets the rest.
+    assert paced["neighbour"] > 1.3 * shared["neighbour"]
+    assert paced["paced"] < 0.75 * shared["paced"]
+    assert paced["neighbour"] > 2 * paced["paced"]

@@ -64,7 +64,7 @@ class JobSpec(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., model: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., exclusive_samples_per_s: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SplitCommand(_message.Message):
-    __slots__ = ("job_id", "version", "apply_step", "batch_sizes", "policy", "reason", "issued_unix_s", "number")
+    __slots__ = ("job_id", "version", "apply_step", "batch_sizes", "policy", "reason", "issued_unix_s", "number", "shares")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     APPLY_STEP_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class SplitCommand(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     ISSUED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     version: int
     apply_step: int
@@ -81,7 +82,8 @@ class SplitCommand(_message.Message):
     reason: str
     issued_unix_s: float
     number: int
-    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ..., number: _Optional[int] = ...) -> None: ...
+    shares: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ..., number: _Optional[int] = ..., shares: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class JobSummary(_message.Message):
     __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source", "stale", "figures_unix_s", "registered_unix_s", "started_unix_s", "ended_unix_s", "state_reason", "samples_done")

@@ -1,0 +1,114 @@
+"""Paced ranks: shares travel with the split, every rank paces and holds
+from the same step, a held job resumes where it held, a lost control plane
+releases it, and a paced rank's GPU time goes to its neighbours."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from gpufair.client.splits import LocalExchanger, SplitAgreement, SplitCommand
+from gpufair.client.training import ElasticLoop
+from gpufair.common.errors import InvalidArgument
+
+from test_splits import ThreadGroup
+
+
+def test_shares_travel_with_the_split_and_a_change_of_shares_alone_applies_at_once():
+    group = ThreadGroup(2)
+    agreements = [SplitAgreement((32, 32), 64, world_size=2, exchanger=group.view(r), every=5)
+                  for r in range(2)]
+    agreements[1].offer(SplitCommand(1, 0, (32, 32), (0.5, 0.25), "pace"))
+
+    def rank(r: int) -> None:
+        agreements[r].split_for_step(7)  # steps up to 7 handed out (a prefetching loader)
+        agreements[r].sync(5)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    [t.start() for t in threads]
+    [t.join(10) for t in threads]
+    for a in agreements:
+        entry = a.entry_for_step(5)
+        # Same split: no sample moves, so the shares take effect at the agreement
+        # step itself, not after the steps already handed out.
+        assert (entry.effective_step, entry.shares) == (5, (0.5, 0.25))
+        assert entry.share(0) == 0.5 and not entry.held
+
+
+def test_a_new_split_with_shares_waits_for_the_steps_already_handed_out():
+    agreement = SplitAgreement((32, 32), 64, world_size=2, exchanger=LocalExchanger())
+    agreement.split_for_step(3)
+    agreement.offer(SplitCommand(1, 0, (40, 24), (1.0, 0.5)))
+    entry = agreement.sync(2)
+    assert entry is not None and entry.effective_step == 4 and entry.split == (40, 24)
+
+
+@pytest.mark.parametrize("shares", [(0.5,), (1.2, 0.5), (float("nan"), 1.0), (-0.1, 1.0)])
+def test_bad_shares_are_rejected_not_raised(shares: Sequence[float]):
+    agreement = SplitAgreement((32, 32), 64, world_size=2, exchanger=LocalExchanger())
+    assert agreement.offer(SplitCommand(1, 0, (32, 32), tuple(shares))) is False
+    assert agreement.stats().rejected == 1
+    with pytest.raises(InvalidArgument, match="paced shares"):
+        SplitAgreement((32, 32), 64, world_size=2, exchanger=LocalExchanger(), initial_shares=(2.0, 1.0))
+
+
+class Source:
+    """A CommandSource the test drives: offers commands on demand, may be 'lost'."""
+
+    def __init__(self) -> None:
+        self.offer = None
+        self.is_lost = False
+
+    def start(self, offer) -> None:  # type: ignore[no-untyped-def]
+        self.offer = offer
+
+    def stop(self) -> None:
+        pass
+
+    def lost(self) -> bool:
+        return self.is_lost
+
+
+def _loop(source: Source, shares: tuple[float, ...] = (0.0,), steps: int = 6) -> ElasticLoop:
+    data = TensorDataset(torch.arange(steps * 4).float())
+    return ElasticLoop(data, 4, rank=0, world_size=1, exchanger=LocalExchanger(), command_source=source,
+                       initial_split=(4,), initial_version=1, initial_shares=shares, hold_poll_s=0.01)
+
+
+def test_a_held_job_waits_before_its_first_step_and_starts_when_given_time():
+    source = Source()
+    loop = _loop(source)
+    timer = threading.Timer(0.3, lambda: source.offer(SplitCommand(2, 0, (4,), (1.0,), "admitted")))
+    timer.start()
+    started = time.perf_counter()
+    first = next(iter(loop.epoch(0)))
+    waited = time.perf_counter() - started
+    assert waited >= 0.25 and loop.held_s >= 0.25 and len(first[0]) == 4
+    assert loop.agreement.entry_for_step(0).shares == (1.0,)  # resumed at the step it held at
+
+
+def test_a_held_job_whose_control_plane_is_lost_trains_unpaced():
+    source = Source()
+    loop = _loop(source)
+    threading.Timer(0.2, lambda: setattr(source, "is_lost", True)).start()
+    batches = list(loop.epoch(0))
+    assert len(batches) == 6 and loop.held_s >= 0.15
+    assert not loop.agreement.entry_for_step(0).held and loop.agreement.entry_for_step(5).shares == ()
+
+
+def test_a_paced_rank_is_held_for_the_rest_of_its_share_and_pacing_off_costs_nothing():
+    source = Source()
+    paced = _loop(source, shares=(0.25,))
+    for _ in paced.epoch(0):
+        time.sleep(0.02)  # the step's busy time
+    # Each of the first five steps' 20 ms at share 1/4 is followed by ~60 ms held.
+    assert 5 * 0.06 * 0.9 <= paced.paced_s <= 5 * 0.06 * 1.6
+    plain = _loop(Source(), shares=())
+    for _ in plain.epoch(0):
+        time.sleep(0.02)
+    assert plain.paced_s == 0 and plain.held_s == 0
