@@ -16,6 +16,7 @@ from gpufair.client.config import ClientConfig
 from gpufair.client.devices import probe_for
 from gpufair.client.session import Placement, Session, _local_device, _rank_world
 from gpufair.client.telemetry import TelemetryReporter
+from gpufair.common import env
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
 
@@ -77,6 +78,10 @@ def init(job_id: str, global_batch: int, *, model: str, total_samples: int | Non
     InvalidArgument only for arguments that are wrong; never for the control
     plane being down.
     """
+    placed_as = env.JOB.read()
+    if placed_as and placed_as != job_id:
+        logger.info("job %r runs as %r, the id `gpufair submit` placed", job_id, placed_as)
+        job_id = placed_as
     if total_samples is None:
         if epochs is None or dataset_size is None:
             raise InvalidArgument("give total_samples, or epochs and dataset_size")

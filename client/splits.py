@@ -336,9 +336,11 @@ class SplitAgreement:
         effective = max(apply_step, step)
         if split != self._in_force(effective).split:
             effective = max(effective, answered + 1)  # never revise a split handed out
-        if self._answered >= effective:
-            # Only if split_for_step runs on another thread during sync (unsupported).
-            logger.error("step %d was handed out during an agreement; ranks may disagree", effective)
+            if self._answered >= effective:
+                # Only if split_for_step runs on another thread during sync (unsupported).
+                logger.error("step %d was handed out during an agreement; ranks may disagree", effective)
+        # New shares alone may apply to the step the ranks stand at: a held rank
+        # re-reads its share before each step, the split it was handed is unchanged.
         # A newer command supersedes older ones not yet in force.
         keep = bisect.bisect_left(self._starts, effective)
         del self._schedule[keep:], self._starts[keep:]

@@ -215,7 +215,7 @@ class ElasticLoop:
         if not self.agreement.entry_for_step(step).held:
             return
         started = time.perf_counter()
-        logger.info("held by the scheduler before step %d: %s", step,
+        logger.warning("held by the scheduler before step %d: %s", step,
                     self.agreement.reason or "waiting for GPU time")
         try:
             while self.agreement.entry_for_step(step).held and not self.agreement.failed:

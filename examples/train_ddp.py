@@ -55,16 +55,22 @@ def emu_device_for(spec: str, local_rank: int, local_world: int) -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--job", required=True)
+    p.add_argument("--job", default=os.environ.get("GPUFAIR_JOB") or None,
+                   help="job id (default: GPUFAIR_JOB, which `gpufair submit` sets)")
     p.add_argument("--global-batch", type=int, default=64)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--dataset-size", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=256, help="MLP width: the knob for step cost")
-    p.add_argument("--emu-device", default=None, metavar="N|N0,N1,...",
-                   help="emulated GPU of each local rank (a list indexed by LOCAL_RANK)")
+    p.add_argument("--emu-device", default=os.environ.get("GPUFAIR_EMU_DEVICES") or None, metavar="N|N0,N1,...",
+                   help="emulated GPU of each local rank (a list indexed by LOCAL_RANK; default: "
+                   "GPUFAIR_EMU_DEVICES, which `gpufair submit` sets)")
+    p.add_argument("--emu-ms-per-sample", type=float, default=0.0,
+                   help="with --emu-device: hold the device this long per local sample each step, as a GPU kernel would")
     p.add_argument("--log-every", type=int, default=20, help="rank 0 prints progress every this many steps (0: never)")
     p.add_argument("--stats-out", default="", help="write this rank's own measurements as JSON")
     args = p.parse_args()
+    if not args.job:
+        p.error("give --job (or run under `gpufair submit`, which sets GPUFAIR_JOB)")
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -98,11 +104,14 @@ def main() -> None:
                 break
             t0 = time.perf_counter()
             with session.compute():
+                t_held = time.perf_counter()  # waiting for a shared device is not compute
                 loss = loss_fn(model(x), y)
                 # gpufair, line 3: weight the loss so uneven splits still average over the global batch.
                 loop.scale_loss(loss).backward()
                 opt.step()
                 opt.zero_grad()
+                if device is not None and args.emu_ms_per_sample:
+                    time.sleep(max(0.0, len(y) * args.emu_ms_per_sample / 1000.0 - (time.perf_counter() - t_held)))
             compute_s += time.perf_counter() - t0
             steps += 1
             samples += len(y)

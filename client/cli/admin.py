@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.client.cli.common import (EXIT_USAGE, add_json_flag, call_and_render, fail, fmt, in_range, int_list, table,
@@ -38,7 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(g)
     g.set_defaults(func=policy_get)
     s = psub.add_parser("set", help="change the active policy")
-    s.add_argument("name", help="even, balance, sd-feedback or sd-maxmin")
+    s.add_argument("name", nargs="?", default="",
+                   help="the split policy: even, balance, sd-feedback or sd-maxmin (omitted: keep, or the preset's)")
+    s.add_argument("--preset", default="", choices=("gpufair", "k8s"),
+                   help="gpufair: every lever on (queue by slow-down, placement, paced GPU shares, sd-maxmin "
+                   "splits); k8s: FIFO, least-loaded, time-slicing, even splits")
+    s.add_argument("--queue", default="", choices=("fifo", "las", "sd"), help="queue order (omitted: keep)")
+    s.add_argument("--placement", default="", choices=("least-loaded", "packed", "random", "sd"),
+                   help="where submitted jobs go (omitted: keep)")
+    s.add_argument("--shares", default="", choices=("time-slicing", "paced"),
+                   help="how a shared GPU's time is divided (omitted: keep)")
     s.add_argument("--period", type=in_range(float, *limits.PERIOD_S, "seconds"), default=None,
                    help=f"seconds between decisions ({limits.PERIOD_S[0]:g}-{limits.PERIOD_S[1]:g}; omitted: keep the current)")
     s.add_argument("--min-change", type=in_range(float, *limits.MIN_CHANGE, "a fraction"), default=None,
@@ -75,12 +85,35 @@ def _rate(j: pb.JobSummary) -> str:
     return fmt(j.samples_per_s, 1) + ("?" if j.stale and j.samples_per_s else "")
 
 
+def _share(shares: Sequence[float]) -> str:
+    """A paced job's share of its GPUs' time ("-": not paced, time-sliced)."""
+    if not shares:
+        return "-"
+    if max(shares) <= 0:
+        return "held"
+    return "/".join(f"{x:.0%}" for x in shares)
+
+
+def _neighbours(jobs: Sequence[pb.JobSummary]) -> dict[str, str]:
+    """Per job, the other listed jobs on any of its GPUs."""
+    on: dict[str, set[str]] = {}
+    for j in jobs:
+        for r in j.spec.ranks:
+            on.setdefault(r.device_id, set()).add(j.spec.job_id)
+    return {j.spec.job_id: ",".join(sorted(set().union(*(on[r.device_id] for r in j.spec.ranks)) - {j.spec.job_id}))
+            or "-" for j in jobs}
+
+
 def jobs(args: argparse.Namespace) -> int:
     def render(res: pb.ListJobsResponse) -> None:
-        rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", _sizes(j.split.batch_sizes) + ("*" if j.pinned else ""),
+        near = _neighbours([j for j in res.jobs if j.state in (pb.JOB_STATE_QUEUED, pb.JOB_STATE_RUNNING)])
+        rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", ",".join(r.device_id for r in j.spec.ranks),
+                 near.get(j.spec.job_id, "-"), _share(j.split.shares),
+                 _sizes(j.split.batch_sizes) + ("*" if j.pinned else ""),
                  _rate(j), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _elapsed(j),
                  _STATE.get(j.state, "?")] for j in res.jobs]
-        print(table(["JOB", "RANKS", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "ELAPSED", "STATE"], rows) if rows else
+        print(table(["JOB", "RANKS", "GPUS", "NEIGHBOURS", "SHARE", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "ELAPSED",
+                     "STATE"], rows) if rows else
               ("no jobs" if args.all else "no active jobs (gpufair jobs --all lists ended ones too)"))
         if any(j.stale for j in res.jobs):
             print("?: last known figures: the metrics service has not answered for these jobs")
@@ -102,7 +135,10 @@ def job(args: argparse.Namespace) -> int:
               f"{_STATE.get(j.state, '?')} ({j.state_reason or '-'}), {j.progress:.0%} done, elapsed {_elapsed(j)}, "
               f"SD {fmt(j.slowdown)} (exclusive {fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})"
               + (", figures stale" if j.stale else ""))
-        print(table(["RANK", "NODE", "DEVICE", "BATCH"], [[r.rank, r.node, r.device_id, b] for r, b in zip(j.spec.ranks, j.split.batch_sizes)]))
+        shares = list(j.split.shares) or [None] * len(j.spec.ranks)
+        print(table(["RANK", "NODE", "DEVICE", "BATCH", "SHARE"],
+                    [[r.rank, r.node, r.device_id, b, "-" if x is None else f"{x:.0%}"]
+                     for r, b, x in zip(j.spec.ranks, j.split.batch_sizes, shares)]))
         print()
         print(table(["SPLIT", "ISSUED", "AT STEP", "SIZES", "POLICY", "SD", "REASON"],
                     [[_number(h.split), _clock(h.split.issued_unix_s), h.split.apply_step, _sizes(h.split.batch_sizes), h.split.policy,
@@ -121,10 +157,14 @@ def job_rm(args: argparse.Namespace, job_id: str) -> int:
                            render)
 
 
+def _levers(p: pb.PolicyConfig) -> str:
+    return f"queue {p.queue}, placement {p.placement}, shares {p.shares}"
+
+
 def policy_get(args: argparse.Namespace) -> int:
     def render(res: pb.GetPolicyResponse) -> None:
-        print(f"policy {res.policy.name}, period {res.policy.period_s:g}s, min change {res.policy.min_change:.1%} "
-              f"(available: {', '.join(res.available)})")
+        print(f"policy {res.policy.name}, period {res.policy.period_s:g}s, min change {res.policy.min_change:.1%}; "
+              f"{_levers(res.policy)} (split policies: {', '.join(res.available)})")
 
     return call_and_render(args, "get policy", "scheduler", "GetPolicy", pb.GetPolicyRequest(), render)
 
@@ -132,10 +172,15 @@ def policy_get(args: argparse.Namespace) -> int:
 def policy_set(args: argparse.Namespace) -> int:
     # 0 means "keep the current value" on the wire, so an explicit 0 travels as the smallest change there is.
     min_change = None if args.min_change is None else (args.min_change or 0.001)
-    req = pb.SetPolicyRequest(policy=pb.PolicyConfig(name=args.name, period_s=args.period or 0.0, min_change=min_change or 0.0))
+    if not (args.name or args.preset or args.queue or args.placement or args.shares or args.period
+            or args.min_change is not None):
+        return fail("policy set: give a split policy, --preset or a lever to change", EXIT_USAGE)
+    req = pb.SetPolicyRequest(policy=pb.PolicyConfig(
+        name=args.name, period_s=args.period or 0.0, min_change=min_change or 0.0, queue=args.queue,
+        placement=args.placement, shares=args.shares, preset=args.preset))
     return call_and_render(args, "set policy", "scheduler", "SetPolicy", req,
                            lambda res: print(f"policy is now {res.policy.name} (period {res.policy.period_s:g}s, "
-                                             f"min change {res.policy.min_change:.1%})"))
+                                             f"min change {res.policy.min_change:.1%}); {_levers(res.policy)}"))
 
 
 def split_pin(args: argparse.Namespace) -> int:

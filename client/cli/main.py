@@ -13,7 +13,7 @@ from gpufair.common.errors import GpufairError
 
 # Imported lazily by name so one broken or heavy subcommand (torch for `profile`)
 # never slows or breaks the others.
-_COMMANDS = ("status", "admin", "devices", "cache", "pipeline", "plan", "steps", "sim", "profile")
+_COMMANDS = ("status", "admin", "submit", "devices", "cache", "pipeline", "plan", "steps", "sim", "profile")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -182,6 +182,9 @@ CACHE_CONCURRENCY = _v("GPUFAIR_CACHE_CONCURRENCY", "8", "cache service: parts i
 CACHE_ACTIVE_FETCHES = _v("GPUFAIR_CACHE_ACTIVE_FETCHES", "4", "cache service: datasets fetched at once", whole(1, 256))
 CACHE_RETRIES = _v("GPUFAIR_CACHE_RETRIES", "2", "cache service: retries of a failed or changed fetch", whole(0, 100))
 POLICY = _v("GPUFAIR_POLICY", "sd-maxmin", "scheduler: initial policy when none is stored in etcd")
+PRESET = _v("GPUFAIR_PRESET", "", "scheduler: the levers until a policy is stored: gpufair (queue by slow-down, "
+            "placement, paced GPU shares) or k8s; unset: FIFO admission, time-slicing, the split lever alone",
+            optional(one_of("gpufair", "k8s")), shown="(split only)")
 PERIOD_S = _v("GPUFAIR_PERIOD_S", "5", "scheduler: seconds between decision rounds", real(*limits.PERIOD_S, "seconds"))
 MIN_CHANGE = _v("GPUFAIR_MIN_CHANGE", "0.05", "scheduler: smallest fraction of a batch worth re-splitting",
                 real(*limits.MIN_CHANGE, "a fraction"))
@@ -216,6 +219,10 @@ TLS_CLIENT_KEY = _v("GPUFAIR_TLS_CLIENT_KEY", "", "trainers: PEM key of GPUFAIR_
 DISABLE = _v("GPUFAIR_DISABLE", "false", "trainers: no remote calls at all (plain DDP behaviour)", flag)
 FALLBACK_DIR = _v("GPUFAIR_FALLBACK_DIR", tempfile.gettempdir, "trainers: where datasets go when no cache service answers",
                   shown="the temp dir")
+JOB = _v("GPUFAIR_JOB", "", "trainers: the job id `gpufair submit` placed (it wins over the id the script passes)",
+         shown="(none)")
+EMU_DEVICES = _v("GPUFAIR_EMU_DEVICES", "", "trainers: the emulated GPU of each local rank, a list by LOCAL_RANK "
+                 "(set by `gpufair submit`)", shown="(none)")
 EMU_GPUS = _v("GPUFAIR_EMU_GPUS", "1", "emulated GPUs: a count like 4 or relative speeds like 1,1,0.5")
 EMU_DIR = _v("GPUFAIR_EMU_DIR", _emu_dir, "emulated GPUs: shared lock directory", shown="/dev/shm/gpufair-emu-<uid>")
 
@@ -223,10 +230,10 @@ EMU_DIR = _v("GPUFAIR_EMU_DIR", _emu_dir, "emulated GPUs: shared lock directory"
 VARS: tuple[Var, ...] = (
     ETCD, ETCD_ROOT, ETCD_USERNAME, ETCD_PASSWORD, LISTEN, METRICS_ADDR, SCHEDULER_ADDR, CACHE_ADDR, S3_ENDPOINT,
     S3_ACCESS_KEY, S3_SECRET_KEY, S3_SECURE, NODE, CACHE_DIR, CACHE_CAPACITY, CACHE_PART_SIZE, CACHE_CONCURRENCY,
-    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PERIOD_S, MIN_CHANGE, JOB_LOST_S, JOB_RETENTION_S, JOB_RETENTION_MAX,
+    CACHE_ACTIVE_FETCHES, CACHE_RETRIES, POLICY, PRESET, PERIOD_S, MIN_CHANGE, JOB_LOST_S, JOB_RETENTION_S, JOB_RETENTION_MAX,
     K8S, K8S_NAMESPACE, LEASE_TTL, LOG_LEVEL, PROMETHEUS_PORT,
     OTLP_ENDPOINT, TLS_CERT, TLS_KEY, TLS_CLIENT_CA, TLS_CA, ADMIN_TOKEN, JOB_TOKEN_SECRET, OPEN_READS, JOB_TOKEN,
-    TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, EMU_GPUS, EMU_DIR,
+    TLS, TLS_CLIENT_CERT, TLS_CLIENT_KEY, DISABLE, FALLBACK_DIR, JOB, EMU_DEVICES, EMU_GPUS, EMU_DIR,
 )
 
 

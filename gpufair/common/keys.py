@@ -82,6 +82,15 @@ class Keys:
         return self.job_prefix(job) + "life"
 
     # profiles
+    def submissions_prefix(self) -> str:
+        return self._k("submissions") + "/"
+
+    def submission(self, job: str) -> str:
+        return self.submissions_prefix() + check_segment("job id", job)
+
+    def queue(self) -> str:
+        return self._k("scheduler", "queue")
+
     def profiles_prefix(self) -> str:
         return self._k("profiles") + "/"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
@@ -60,8 +60,13 @@ class SchedulerReplica:
 
 
 def default_policy(e: Mapping[str, str] | None = None) -> PolicySettings:
-    """The policy from GPUFAIR_POLICY, GPUFAIR_PERIOD_S and GPUFAIR_MIN_CHANGE (used until one is stored)."""
-    return PolicySettings(env.POLICY.read(e), env.PERIOD_S.read(e), env.MIN_CHANGE.read(e)).validated()
+    """The policy from GPUFAIR_PRESET, GPUFAIR_POLICY, GPUFAIR_PERIOD_S and GPUFAIR_MIN_CHANGE
+    (used until one is stored)."""
+    base = PolicySettings(env.POLICY.read(e), env.PERIOD_S.read(e), env.MIN_CHANGE.read(e))
+    preset = env.PRESET.read(e)
+    if preset:  # the preset's levers; GPUFAIR_POLICY still names the split policy
+        base = replace(PolicySettings.preset(preset, base), name=base.name)
+    return base.validated()
 
 
 def life_settings(e: Mapping[str, str] | None = None) -> LifeSettings:

@@ -50,13 +50,14 @@ class Split:
     reason: str
     issued_unix_s: float
     slowdown: float = 0.0
+    shares: tuple[float, ...] = ()  # paced shares by rank (empty: unpaced; all 0: held)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "batch_sizes": list(self.batch_sizes)}
+        return {**asdict(self), "batch_sizes": list(self.batch_sizes), "shares": list(self.shares)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Split":
-        return cls(**{**d, "batch_sizes": tuple(d["batch_sizes"])})
+        return cls(**{**d, "batch_sizes": tuple(d["batch_sizes"]), "shares": tuple(d.get("shares", ()))})
 
 
 def _id(kind: str, value: str) -> str:

@@ -20,10 +20,15 @@ from gpufair.scheduler.figures import FigureBoard
 from gpufair.scheduler.housekeeping import Housekeeper, LifeSettings
 from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import Split
-from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide
+from gpufair.scheduler.fleetview import Fleet, build_fleet
+from gpufair.scheduler.livequeue import LiveQueueEntry, queue_entries
+from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide, moved_fraction
+from gpufair.scheduler.policy.admission import plan_round
+from gpufair.scheduler.policy.fleet import RoundPlan
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.snapshot import JobEstimate, JobMetrics, Profiles
-from gpufair.scheduler.sources import PolicyStore
+from gpufair.scheduler.sources import PolicySettings, PolicyStore
+from gpufair.scheduler.submissions import PLACED_TTL_S, SubmissionStore
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +37,14 @@ logger = logging.getLogger(__name__)
 class RoundResult:
     record: DecisionRecord  # the round as stored for "explain"
     written: int
+    admitted_waits: tuple[float, ...] = ()  # seconds each submission placed this round waited
+
+
+def _shares_moved(old: tuple[float, ...], new: tuple[float, ...]) -> bool:
+    """Pacing changed enough to tell the trainers: held <-> not, or a share by 0.02+."""
+    if bool(old) != bool(new) or len(old) != len(new):
+        return True
+    return any(abs(a - b) >= 0.02 or (a <= 0) != (b <= 0) for a, b in zip(old, new))
 
 
 def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:
@@ -52,7 +65,8 @@ class Leadership(Protocol):
 class DecisionLoop:
     def __init__(self, state: StateStore, keys: Keys, registry: JobRegistry, election: Leadership, policies: PolicyStore,
                  fetch_metrics: Callable[[], Awaitable[dict[str, JobMetrics]]], fetch_profiles: Callable[[], Awaitable[Profiles]],
-                 *, lead_s: float = 0.5, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings()) -> None:
+                 *, lead_s: float = 0.5, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings(),
+                 submissions: SubmissionStore | None = None) -> None:
         self._state, self._keys, self._registry, self._election = state, keys, registry, election
         self._policies, self._fetch_metrics, self._fetch_profiles = policies, fetch_metrics, fetch_profiles
         self._lead_s, self._clock = lead_s, clock
@@ -63,6 +77,9 @@ class DecisionLoop:
         self._housekeeper = Housekeeper(registry, self.board, life, clock)
         self._profiles: Profiles = {}  # the last profiles read, for reads while etcd is unreachable
         self._warm = WarmStart()  # sd-maxmin's LP bases from the last round: rounds run one at a time
+        self.submissions = submissions or SubmissionStore(state, keys)
+        self.last_plan: RoundPlan | None = None  # this replica's latest round (registrations read it)
+        self.last_queue: dict[str, LiveQueueEntry] = {}  # its queue, most urgent first
 
     @property
     def latest(self) -> dict[str, JobEstimate]:
@@ -130,49 +147,126 @@ class DecisionLoop:
             return None
 
     async def run_round(self, metrics: dict[str, JobMetrics] | None = None) -> RoundResult:
-        """Decide on the active jobs; reads the metrics service unless given its answer."""
+        """Decide on the active jobs and submissions; reads the metrics service unless given its answer."""
         settings = await self._policies.get()
         if metrics is None:
             metrics = await self._fetch_metrics()
         views = [v for v in self._registry.views() if v.active]
-        cluster, est = await self.board.refresh(views, metrics, await self._fetch_profiles(), self._clock())
+        now = self._clock()
+        cluster, est = await self.board.refresh(views, metrics, await self._fetch_profiles(), now)
+        registered = {v.spec.job_id for v in views}
+        waiting = []
+        for sub in await self.submissions.list():
+            if sub.placed and now - sub.placed_unix_s > PLACED_TTL_S:
+                logger.info("submission %s placed %.0f s ago never started; dropped", sub.job_id, now - sub.placed_unix_s)
+                await self.submissions.withdraw(sub.job_id)
+            elif sub.job_id not in registered:
+                waiting.append(sub)
+        fleet = build_fleet(views, est, cluster, waiting)
         t0 = time.perf_counter()
-        decisions = await asyncio.to_thread(decide, cluster, settings.name, PolicyConfig(min_change=settings.min_change),
-                                            self._warm)
-        duration = time.perf_counter() - t0
+        plan = await asyncio.to_thread(plan_round, fleet.jobs, fleet.gpus, now, settings.levers(), None, self.rounds)
+        self.last_plan = plan
+        queue = self.last_queue = queue_entries(plan, fleet, now)
+        waits = await self._place(plan, fleet, now)
         by_job = {v.spec.job_id: v for v in views}
         parts = []
-        for job, d in decisions.items():
-            changed = await self._issue(by_job[job], d.split, d.changed, d.explanation, settings.name, metrics, est[job].slowdown)
-            old = by_job[job].split
-            parts.append(JobDecisionRecord(job, old.batch_sizes if old else (), tuple(d.split), est[job].slowdown,
-                                           float(d.numbers.get("sd_at_lp_rate", 0.0)), changed, d.explanation))
+        if settings.shares == "paced":
+            duration = time.perf_counter() - t0
+            for job, shares in plan.shares.items():
+                if job not in by_job:
+                    continue
+                part = await self._pace(by_job[job], plan, shares, queue.get(job), settings, metrics, est[job].slowdown)
+                parts.append(part)
+        else:
+            decisions = await asyncio.to_thread(decide, cluster, settings.name,
+                                                PolicyConfig(min_change=settings.min_change), self._warm)
+            duration = time.perf_counter() - t0
+            for job, d in decisions.items():
+                changed = await self._issue(by_job[job], d.split, d.changed, d.explanation, settings.name, metrics,
+                                            est[job].slowdown)
+                old = by_job[job].split
+                parts.append(JobDecisionRecord(job, old.batch_sizes if old else (), tuple(d.split), est[job].slowdown,
+                                               float(d.numbers.get("sd_at_lp_rate", 0.0)), changed, d.explanation))
+        await self._state.put(self._keys.queue(), {"decided_unix_s": now,
+                                                   "entries": [e.to_json() for e in queue.values()]})
         written = sum(p.changed for p in parts)
         sds = [e.slowdown for e in est.values() if e.included and e.slowdown > 0]
-        summary = (f"{settings.name}: {len(decisions)} jobs decided, {written} re-split; "
+        levers = "" if settings.shares != "paced" else f" ({settings.queue} queue, paced, {len(queue)} waiting)"
+        summary = (f"{settings.name}{levers}: {len(parts)} jobs decided, {written} re-split; "
                    f"max SD {max(sds, default=0):.2f}, mean SD {sum(sds) / len(sds) if sds else 0:.2f}")
         record = DecisionRecord(settings.name, self._clock(), duration, summary, tuple(parts))
         await self._state.put(self._keys.decision(), record.pack())
         self.rounds += 1
-        result = RoundResult(record, written)
+        result = RoundResult(record, written, waits)
         for listener in self.round_listeners:
             listener(result)
         return result
 
+    async def _place(self, plan: RoundPlan, fleet: Fleet, now: float) -> tuple[float, ...]:
+        """Record where the round placed waiting submissions (their submitters start them);
+        how long each waited."""
+        waits = []
+        for job, devices in plan.admitted.items():
+            sub = fleet.submissions.get(job)
+            if sub is None:
+                continue
+            note = plan.placed.get(job)
+            sd = -1.0 if note is None or note.predicted_sd == float("inf") else note.predicted_sd
+            why = "" if note is None else f"{note.how}; neighbours: {', '.join(note.neighbours) or 'none'}"
+            try:
+                await self.submissions.place(sub, devices, self._clock(), sd, why)
+                waits.append(max(now - sub.submitted_unix_s, 0.0))
+                logger.info("placed %s on %s (%s)", job, ", ".join(devices), why)
+            except StaleVersion:
+                logger.info("submission %s changed concurrently; placed next round", job)
+        return tuple(waits)
+
+    async def _pace(self, view: JobView, plan: RoundPlan, shares: tuple[float, ...], queued: LiveQueueEntry | None,
+                    settings: PolicySettings, metrics: dict[str, JobMetrics], slowdown: float) -> JobDecisionRecord:
+        """Write a job's paced shares (and the split planned with them) when they moved."""
+        job, old = view.spec.job_id, view.split
+        shares = tuple(round(x, 2) for x in shares)
+        sizes = view.pinned or plan.splits.get(job) or (old.batch_sizes if old else ())
+        if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
+            sizes = old.batch_sizes
+        held = bool(shares) and max(shares) <= 0
+        if held:
+            why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
+        elif min(shares, default=1.0) < 0.99:
+            why = f"paced to {', '.join(f'{x:.0%}' for x in shares)} of its GPUs' time"
+        else:
+            why = "runs with its GPUs to itself"
+        shares = () if not held and min(shares, default=1.0) >= 0.99 else shares
+        changed = old is not None and (_shares_moved(old.shares, shares) or sizes != old.batch_sizes)
+        if changed:
+            changed = await self._issue(view, sizes, True, why, settings.name, metrics, slowdown, shares, force=True)
+        return JobDecisionRecord(job, old.batch_sizes if old else (), tuple(sizes), slowdown, 0.0, changed, why)
+
     async def _issue(self, view: JobView, sizes: tuple[int, ...], changed: bool, why: str, policy: str,
-                     metrics: dict[str, JobMetrics], slowdown: float) -> bool:
-        """Write a job's new split as the next version; False if it is unchanged or lost a race."""
+                     metrics: dict[str, JobMetrics], slowdown: float, shares: tuple[float, ...] = (),
+                     force: bool = False) -> bool:
+        """Write a job's new split (and paced shares) as the next version; False if it is
+        unchanged or lost a race."""
         old = view.split
-        if not changed or old is None or tuple(sizes) == old.batch_sizes:
+        if not changed or old is None or (tuple(sizes) == old.batch_sizes and not force):
             return False
         step = apply_step_for(metrics.get(view.spec.job_id), view.spec.global_batch, self._lead_s)
-        split = Split(old.version + 1, step, tuple(sizes), policy, why[:500], self._clock(), slowdown)
+        if tuple(sizes) == old.batch_sizes:
+            step = 0  # shares alone move no sample: every rank applies them at its next agreement
+        split = Split(old.version + 1, step, tuple(sizes), policy, why[:500], self._clock(), slowdown, tuple(shares))
         try:
             await self._registry.write_split(view.spec.job_id, split)
             return True
         except StaleVersion:
             logger.info("split of %s changed concurrently; skipped this round", view.spec.job_id)
             return False
+
+    async def queue(self) -> tuple[float, list[LiveQueueEntry]]:
+        """The latest round's queue as stored in etcd (any replica can show it)."""
+        stored = await self._state.get(self._keys.queue())
+        if stored is None:
+            return 0.0, []
+        return float(stored.value.get("decided_unix_s", 0.0)), [LiveQueueEntry.from_json(e) for e in stored.value.get("entries", [])]
 
     async def last_decision(self) -> DecisionRecord | None:
         """The latest round as stored in etcd (any replica can explain it)."""

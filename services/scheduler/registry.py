@@ -87,15 +87,19 @@ class JobRegistry:
 
     # --- writes --------------------------------------------------------------
 
-    async def register(self, spec: JobSpec, initial: tuple[int, ...], policy: str) -> JobView:
+    async def register(self, spec: JobSpec, initial: tuple[int, ...], policy: str, *,
+                       shares: tuple[float, ...] = (), arrival: float | None = None) -> JobView:
         """Create the job (idempotent for an identical spec while it is active; a job
-        that has ended starts a new life); returns it as this replica's mirror sees it."""
+        that has ended starts a new life); returns it as this replica's mirror sees it.
+        `shares` are its first paced shares (all 0: it waits to be admitted);
+        `arrival` when it arrived (its submission), default now."""
         job = spec.job_id
         life_key = self._keys.job_life(job)
         stored_life = await self._state.get(life_key)
         revision = 0
         if stored_life is not None and not JobLife.from_json(stored_life.value).active:
-            revision = await self._new_life(spec, initial, policy, JobLife.from_json(stored_life.value))
+            revision = await self._new_life(spec, initial, policy, JobLife.from_json(stored_life.value),
+                                            shares, arrival)
         key = self._keys.job_spec(job)
         created = await self._state.create_if_absent(key, spec.to_json())
         revision = max(revision, created)
@@ -109,17 +113,20 @@ class JobRegistry:
             revision = max(revision, current.mod_revision)
             first = int(current.value.get("version", 0))
         else:
-            first = await self._first_split(job, initial, policy, 0)
+            first = await self._first_split(job, initial, policy, 0, shares)
         if stored_life is None:
-            revision = max(revision, await self._state.create_if_absent(life_key, new_life(self._clock(), first).to_json()))
+            life = new_life(self._clock() if arrival is None else arrival, first)
+            revision = max(revision, await self._state.create_if_absent(life_key, life.to_json()))
         await self.wait_seen(revision)
         return self.view(job)
 
-    async def _first_split(self, job: str, initial: tuple[int, ...], policy: str, after: int) -> int:
+    async def _first_split(self, job: str, initial: tuple[int, ...], policy: str, after: int,
+                           shares: tuple[float, ...] = ()) -> int:
         """Write a life's first split; returns its version. Versions start at the
         registration time in ms (and above any earlier life's), so trainers of an
         earlier life never see a version they already know."""
-        split = Split(max(int(self._clock() * 1000), after + 1), 0, initial, policy, "initial split at registration", self._clock())
+        why = "initial split at registration" + ("; queued: waiting for GPU time" if shares and max(shares) <= 0 else "")
+        split = Split(max(int(self._clock() * 1000), after + 1), 0, initial, policy, why, self._clock(), shares=shares)
         try:
             await self.write_split(job, split)
             return split.version
@@ -127,14 +134,15 @@ class JobRegistry:
             stored = await self._state.get(self._keys.job_split(job))
             return int(stored.value["version"]) if stored else split.version
 
-    async def _new_life(self, spec: JobSpec, initial: tuple[int, ...], policy: str, old: JobLife) -> int:
+    async def _new_life(self, spec: JobSpec, initial: tuple[int, ...], policy: str, old: JobLife,
+                        shares: tuple[float, ...] = (), arrival: float | None = None) -> int:
         """Replace an ended job's record with a new life (its old history and pin go)."""
         job = spec.job_id
         await self._state.delete_prefix(self._keys.job_history_prefix(job))
         await self._state.delete(self._keys.job_pin(job))
         stored = await self._state.get(self._keys.job_split(job))
-        first = await self._first_split(job, initial, policy, int(stored.value["version"]) if stored else 0)
-        life = new_life(self._clock(), first, old.version + 1)
+        first = await self._first_split(job, initial, policy, int(stored.value["version"]) if stored else 0, shares)
+        life = new_life(self._clock() if arrival is None else arrival, first, old.version + 1)
         try:
             return await self._state.put_versioned(self._keys.job_life(job), life.to_json(),
                                                    also={self._keys.job_spec(job): spec.to_json()})

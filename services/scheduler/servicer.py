@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 from collections.abc import AsyncIterator
 
 import grpc
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
-from gpufair.common.errors import InvalidArgument, NotFound
+from gpufair.common.errors import AlreadyExists, InvalidArgument, NotFound
 from gpufair.common.limits import MAX_HISTORY
 from gpufair.common.tokens import JobTokens
 from gpufair.scheduler.decisions import DecisionRecord
 from gpufair.scheduler.hub import CommandHub
 from gpufair.scheduler.jobs import check_job_id, validate_batch_sizes
 from gpufair.scheduler.lifecycle import Phase
+from gpufair.scheduler.livequeue import held_at_registration
 from gpufair.scheduler.loop import DecisionLoop
 from gpufair.scheduler.policy import even_split, policy_names
 from gpufair.scheduler.profiles import ProfileStore
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.sources import PolicySettings, PolicyStore
-from gpufair.scheduler.summaries import Summaries, fill_summary, spec_from_pb, split_to_pb, state_of
+from gpufair.scheduler.submissions import SubmissionStore
+from gpufair.scheduler.summaries import (Summaries, fill_summary, queue_entry_to_pb, spec_from_pb, split_to_pb,
+                                         state_of, submission_from_pb, submission_to_pb)
 
 _OUTCOME = {pb.JOB_OUTCOME_UNSPECIFIED: Phase.FINISHED, pb.JOB_OUTCOME_FINISHED: Phase.FINISHED,
             pb.JOB_OUTCOME_FAILED: Phase.FAILED}
@@ -30,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 def policy_to_pb(s: PolicySettings) -> pb.PolicyConfig:
-    return pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change)
+    return pb.PolicyConfig(name=s.name, period_s=s.period_s, min_change=s.min_change, queue=s.queue,
+                           placement=s.placement, shares=s.shares)
 
 
 def decision_to_pb(record: DecisionRecord, job_id: str) -> pb.Decision:
@@ -46,8 +52,10 @@ def decision_to_pb(record: DecisionRecord, job_id: str) -> pb.Decision:
 
 class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     def __init__(self, registry: JobRegistry, hub: CommandHub, loop: DecisionLoop, policies: PolicyStore,
-                 profiles: ProfileStore, tokens: JobTokens, identity: str) -> None:
+                 profiles: ProfileStore, tokens: JobTokens, identity: str,
+                 submissions: SubmissionStore | None = None) -> None:
         self._registry, self._hub, self._loop, self._policies, self._tokens = registry, hub, loop, policies, tokens
+        self._submissions = submissions or loop.submissions
         self._profiles, self._identity = profiles, identity
         self._summaries = Summaries(loop.board)
         loop.board.listeners.append(self.rebuild_summaries)
@@ -59,8 +67,44 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext) -> pb.RegisterJobResponse:
         spec = spec_from_pb(request.spec)
         settings = await self._policies.get()
-        view = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name)
+        submitted = await self._submissions.find(spec.job_id)
+        shares: tuple[float, ...] = ()
+        if submitted is None and settings.shares == "paced" and held_at_registration(self._loop.last_plan, spec):
+            shares = (0.0,) * len(spec.ranks)  # its GPUs run other jobs: it waits for the next round
+        arrival = submitted.submitted_unix_s if submitted is not None else None
+        if submitted is not None and submitted.exclusive_rate > 0 and spec.exclusive_rate <= 0:
+            spec = replace(spec, exclusive_rate=submitted.exclusive_rate)  # what its submitter measured
+        view = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name,
+                                             shares=shares, arrival=arrival)
+        if submitted is not None:
+            await self._submissions.withdraw(spec.job_id)  # it is a registered job now
         return pb.RegisterJobResponse(job=fill_summary(pb.JobSummary(), view, None), job_token=self._tokens.issue(spec.job_id))
+
+    async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
+        sub = submission_from_pb(request.submission, time.time())
+        if sub.job_id in self._registry.job_ids() and self._registry.view(sub.job_id).active:
+            raise AlreadyExists(f"job {sub.job_id!r} is registered and active; pick another id")
+        return pb.SubmitJobResponse(submission=submission_to_pb(await self._submissions.submit(sub)))
+
+    async def GetSubmission(self, request: pb.GetSubmissionRequest, context: grpc.aio.ServicerContext) -> pb.GetSubmissionResponse:
+        _require(request.job_id)
+        sub = await self._submissions.get(request.job_id)
+        res = pb.GetSubmissionResponse(submission=submission_to_pb(sub))
+        if not sub.placed:
+            _, entries = await self._loop.queue()
+            for entry in entries:
+                if entry.job == sub.job_id:
+                    res.queue.CopyFrom(queue_entry_to_pb(entry))
+        return res
+
+    async def WithdrawSubmission(self, request: pb.WithdrawSubmissionRequest,
+                                 context: grpc.aio.ServicerContext) -> pb.WithdrawSubmissionResponse:
+        _require(request.job_id)
+        return pb.WithdrawSubmissionResponse(withdrawn=await self._submissions.withdraw(request.job_id))
+
+    async def ListQueue(self, request: pb.ListQueueRequest, context: grpc.aio.ServicerContext) -> pb.ListQueueResponse:
+        decided, entries = await self._loop.queue()
+        return pb.ListQueueResponse(entries=[queue_entry_to_pb(e) for e in entries], decided_unix_s=decided)
 
     async def DeregisterJob(self, request: pb.DeregisterJobRequest, context: grpc.aio.ServicerContext) -> pb.DeregisterJobResponse:
         _require(request.job_id)
@@ -140,7 +184,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
         p = request.policy
-        return pb.SetPolicyResponse(policy=policy_to_pb(await self._policies.set(p.name, p.period_s, p.min_change)))
+        return pb.SetPolicyResponse(policy=policy_to_pb(await self._policies.set(
+            p.name, p.period_s, p.min_change, p.queue, p.placement, p.shares, p.preset)))
 
     async def PinSplit(self, request: pb.PinSplitRequest, context: grpc.aio.ServicerContext) -> pb.PinSplitResponse:
         _require(request.job_id)

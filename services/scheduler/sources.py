@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 import grpc
 
@@ -15,6 +15,7 @@ from gpufair.common.errors import InvalidArgument, Unavailable
 from gpufair.common.keys import Keys
 from gpufair.common.state import StateStore
 from gpufair.scheduler.policy import policy_names
+from gpufair.scheduler.policy.fleet import PRESETS, Levers
 from gpufair.scheduler.snapshot import JobMetrics, RankMetrics
 
 logger = logging.getLogger(__name__)
@@ -47,11 +48,29 @@ class MetricsSource:
 
 @dataclass(frozen=True)
 class PolicySettings:
+    """The split policy and its knobs, and the other levers (`policy.fleet.Levers`)."""
+
     name: str = "sd-maxmin"
     period_s: float = 5.0
     min_change: float = 0.05
+    queue: str = "fifo"
+    placement: str = "least-loaded"
+    shares: str = "time-slicing"
+
+    def levers(self) -> Levers:
+        """The round planner's levers."""
+        return Levers(self.queue, self.placement, self.shares, self.name)
+
+    @classmethod
+    def preset(cls, name: str, base: "PolicySettings") -> "PolicySettings":
+        """`base` with the levers (and split policy) of preset `name`."""
+        if name not in PRESETS:
+            raise InvalidArgument(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        lv = PRESETS[name]
+        return replace(base, name=lv.split, queue=lv.queue, placement=lv.placement, shares=lv.shares)
 
     def validated(self) -> "PolicySettings":
+        self.levers().validated()
         if self.name not in policy_names():
             raise InvalidArgument(f"unknown policy {self.name!r}; choose one of {', '.join(policy_names())}")
         lo, hi = limits.PERIOD_S
@@ -73,11 +92,19 @@ class PolicyStore:
         stored = await self._state.get(self._keys.policy())
         if stored is None:
             return self.default
-        v = stored.value
-        return PolicySettings(v.get("name", self.default.name), float(v.get("period_s", self.default.period_s)), float(v.get("min_change", self.default.min_change)))
+        v, d = stored.value, self.default
+        return PolicySettings(v.get("name", d.name), float(v.get("period_s", d.period_s)),
+                              float(v.get("min_change", d.min_change)), v.get("queue", d.queue),
+                              v.get("placement", d.placement), v.get("shares", d.shares))
 
-    async def set(self, name: str, period_s: float, min_change: float) -> PolicySettings:
+    async def set(self, name: str, period_s: float, min_change: float, queue: str = "",
+                  placement: str = "", shares: str = "", preset: str = "") -> PolicySettings:
+        """Change what is given (empty or 0: keep); a preset first, the rest over it."""
         current = await self.get()
-        new = PolicySettings(name or current.name, period_s or current.period_s, min_change or current.min_change).validated()
-        await self._state.put(self._keys.policy(), {"name": new.name, "period_s": new.period_s, "min_change": new.min_change})
+        if preset:
+            current = PolicySettings.preset(preset, current)
+        new = PolicySettings(name or current.name, period_s or current.period_s, min_change or current.min_change,
+                             queue or current.queue, placement or current.placement,
+                             shares or current.shares).validated()
+        await self._state.put(self._keys.policy(), asdict(new))
         return new

@@ -18,6 +18,8 @@ from gpufair.scheduler.figures import FigureBoard, Figures
 from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import JobSpec, Placement, Split, validate_spec
 from gpufair.scheduler.lifecycle import JobLife, Phase
+from gpufair.scheduler.livequeue import LiveQueueEntry
+from gpufair.scheduler.submissions import Submission
 
 STATE = {Phase.QUEUED: pb.JOB_STATE_QUEUED, Phase.RUNNING: pb.JOB_STATE_RUNNING, Phase.FINISHED: pb.JOB_STATE_FINISHED,
          Phase.FAILED: pb.JOB_STATE_FAILED, Phase.REMOVED: pb.JOB_STATE_REMOVED}
@@ -43,7 +45,7 @@ def split_number(s: Split, life: JobLife | None) -> int:
 
 def split_to_pb(job: str, s: Split, life: JobLife | None = None) -> pb.SplitCommand:
     return pb.SplitCommand(job_id=job, version=s.version, apply_step=s.apply_step, batch_sizes=list(s.batch_sizes), policy=s.policy,
-                           reason=s.reason, issued_unix_s=s.issued_unix_s, number=split_number(s, life))
+                           reason=s.reason, issued_unix_s=s.issued_unix_s, number=split_number(s, life), shares=list(s.shares))
 
 
 def state_of(view: JobView) -> int:
@@ -122,3 +124,23 @@ class Summaries:
         if len(self._cache) > len(views):
             ids = {v.spec.job_id for v in views}
             self._cache = {j: hit for j, hit in self._cache.items() if j in ids}
+
+
+def submission_from_pb(m: pb.Submission, now: float) -> Submission:
+    """A submission as received (validated when stored), submitted `now`."""
+    return Submission(m.job_id, m.num_gpus, m.node, tuple(m.devices), m.device_type or "emulated", m.model,
+                      m.global_batch, m.total_samples, m.exclusive_samples_per_s, m.dataset, now)
+
+
+def submission_to_pb(s: Submission) -> pb.Submission:
+    return pb.Submission(job_id=s.job_id, num_gpus=s.num_gpus, node=s.node, devices=list(s.devices),
+                         device_type=s.device_type, model=s.model, global_batch=s.global_batch,
+                         total_samples=s.total_samples, exclusive_samples_per_s=s.exclusive_rate,
+                         dataset=s.dataset, submitted_unix_s=s.submitted_unix_s, placed_devices=list(s.placed),
+                         predicted_sd=s.predicted_sd, placed_why=s.placed_why)
+
+
+def queue_entry_to_pb(e: LiveQueueEntry) -> pb.QueueEntry:
+    start = e.predicted_start_s if e.predicted_start_s < float("inf") else -1.0
+    return pb.QueueEntry(job_id=e.job, position=e.position, predicted_start_s=start, waited_s=e.waited_s,
+                         reason=e.reason, submitted=e.submitted)

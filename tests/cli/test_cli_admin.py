@@ -12,6 +12,7 @@ import grpc
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
+from gpufair.client.cli.admin import _share
 from gpufair.common.config import CommonConfig
 from gpufair.local import free_port
 from gpufair.metrics.app import start as start_metrics
@@ -40,6 +41,13 @@ async def test_admin_commands_round_trip_and_exit_codes(etcd_endpoint: str, etcd
         assert [(j["spec"]["job_id"], j["split"]["batch_sizes"]) for j in json.loads(listed.stdout)] == [("job-cli", [32, 32])]
         table = await run("jobs")
         assert "job-cli" in table.stdout and "32/32" in table.stdout
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            spec = pb.JobSpec(job_id="job-next", model="resnet", global_batch=8, total_samples=800,
+                              ranks=[pb.RankPlacement(rank=0, node="n1", device_id="g1")])
+            await pb_grpc.SchedulerServiceStub(ch).RegisterJob(pb.RegisterJobRequest(spec=spec))
+        # Each job's GPUs, who else is on them, its paced share ("-": time-sliced).
+        rows = {line.split()[0]: line.split() for line in (await run("jobs")).stdout.splitlines()[1:]}
+        assert rows["job-cli"][2:5] == ["g0,g1", "job-next", "-"] and rows["job-next"][2:5] == ["g1", "job-cli", "-"]
         pinned = await run("split", "pin", "job-cli", "48,16")
         # A split reads as its place in the job's life, not a millisecond timestamp.
         assert pinned.returncode == 0 and "pinned 48/16 as split #2" in pinned.stdout
@@ -70,3 +78,9 @@ async def test_admin_commands_round_trip_and_exit_codes(etcd_endpoint: str, etcd
         await metrics.stop(0)
     down = await run("jobs")
     assert down.returncode == 1 and "unreachable" in down.stderr and "Traceback" not in down.stderr
+
+
+def test_a_paced_share_reads_as_percent_or_held() -> None:
+    assert _share(()) == "-"  # time-sliced: the GPU divides its time itself
+    assert _share((0.0, 0.0)) == "held"
+    assert _share((0.5, 1.0)) == "50%/100%"

@@ -51,7 +51,7 @@ def _api(port: int, path: str, **params: str) -> dict:
 def services(etcd_endpoint: str, s3_server, tmp_path: Path) -> Iterator[dict[str, tuple[str, int]]]:
     """metrics, scheduler and cache as processes, each with its Prometheus port: name -> (gRPC address, scrape port)."""
     env = dict(os.environ, GPUFAIR_ETCD=etcd_endpoint, GPUFAIR_ETCD_ROOT=f"/prom-{uuid.uuid4().hex[:8]}", GPUFAIR_LEASE_TTL="3",
-               GPUFAIR_PERIOD_S="0.3", GPUFAIR_LOG_LEVEL="WARNING", GPUFAIR_S3_ENDPOINT=s3_server.endpoint,
+               GPUFAIR_PERIOD_S="0.3", GPUFAIR_LOG_LEVEL="WARNING", GPUFAIR_PRESET="gpufair", GPUFAIR_S3_ENDPOINT=s3_server.endpoint,
                GPUFAIR_S3_ACCESS_KEY=s3_server.access_key, GPUFAIR_S3_SECRET_KEY=s3_server.secret_key,
                GPUFAIR_CACHE_DIR=str(tmp_path / "cache"), GPUFAIR_CACHE_CAPACITY="1MiB", GPUFAIR_NODE="prom-node")
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
@@ -103,7 +103,8 @@ def prometheus(services: dict[str, tuple[str, int]], tmp_path: Path) -> Iterator
 
 
 def _activity(services: dict[str, tuple[str, int]], s3_client) -> None:
-    """What a working cluster does: telemetry, a registered job with live ranks, a fetch and an eviction."""
+    """What a working cluster does: telemetry, registered jobs with live ranks (one held), a
+    submission placed, a fetch and an eviction."""
     t0 = time.time() - 5
     with grpc.insecure_channel(services["metrics"][0]) as ch:
         reqs = [mpb.ReportTelemetryRequest(job_id="prom-job", rank=r, node="n", device_id=f"g{r}", global_batch=64,
@@ -118,6 +119,13 @@ def _activity(services: dict[str, tuple[str, int]], s3_client) -> None:
         spec = spb.JobSpec(job_id="prom-job", model="m", global_batch=64, total_samples=64_000,
                            ranks=[spb.RankPlacement(rank=r, node="n", device_id=f"g{r}") for r in range(2)])
         stub.RegisterJob(spb.RegisterJobRequest(spec=spec), timeout=10)
+        # A long job on prom-job's GPU: one of the two is held (a paced share of 0, a
+        # queue entry); a submission for a free GPU is placed (an admission wait).
+        held = spb.JobSpec(job_id="prom-held", model="m", global_batch=8, total_samples=10**9, exclusive_samples_per_s=1.0,
+                           ranks=[spb.RankPlacement(rank=0, node="n", device_id="g0")])
+        stub.RegisterJob(spb.RegisterJobRequest(spec=held), timeout=10)
+        stub.SubmitJob(spb.SubmitJobRequest(submission=spb.Submission(job_id="prom-sub", num_gpus=1, node="n", devices=["g2"],
+                                                                      global_batch=8, total_samples=800)), timeout=10)
         with pytest.raises(grpc.RpcError):
             stub.GetJob(spb.GetJobRequest(job_id="no-such-job"), timeout=10)  # a NOT_FOUND among the statuses
     bucket = f"prom-{uuid.uuid4().hex[:8]}"

@@ -11,6 +11,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
 from gpufair.common.config import CommonConfig
+from gpufair.metrics.app import start as start_metrics
 from gpufair.scheduler.app import start_replica
 from gpufair.scheduler.exporter import register_instruments
 from gpufair.scheduler.sources import PolicySettings
@@ -46,3 +47,35 @@ async def test_split_gauges_follow_the_registry(etcd_endpoint: str, etcd_root: s
             assert points == {(("job", "job-e"), ("rank", "0")): 7, (("job", "job-e"), ("rank", "1")): 3}
     finally:
         await replica.close()
+
+
+async def test_queue_gauges_and_admission_waits(etcd_endpoint: str, etcd_root: str) -> None:
+    metrics, _ = await start_metrics(CommonConfig(listen="127.0.0.1:0"))  # rounds run while it answers
+    replica = await start_replica(CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root,
+                                               metrics_addr=f"127.0.0.1:{metrics.port}"),
+                                  PolicySettings("sd-maxmin", 0.2, 0.05, "sd", "sd", "paced"))
+    reader = InMemoryMetricReader()
+    register_instruments(replica.registry, replica.loop, asyncio.get_running_loop(), MeterProvider(metric_readers=[reader]).get_meter("t"))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{replica.server.port}") as ch:
+            stub = pb_grpc.SchedulerServiceStub(ch)
+            # Two jobs want both GPUs; nobody registers, so the first placed keeps them and the other waits.
+            for job in ("first", "second"):
+                await stub.SubmitJob(pb.SubmitJobRequest(submission=pb.Submission(
+                    job_id=job, num_gpus=2, node="n", devices=["d0", "d1"], global_batch=8, total_samples=800,
+                    exclusive_samples_per_s=1.0)))
+            for _ in range(200):
+                length = await asyncio.to_thread(_points, reader, "gpufair_queue_length")
+                if length.get((("waiting", "submitted"),)) == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert length == {(("waiting", "submitted"),): 1, (("waiting", "held"),): 0}
+            (waiting,) = (await stub.ListQueue(pb.ListQueueRequest())).entries
+            waits = await asyncio.to_thread(_points, reader, "gpufair_queue_wait_seconds")
+            assert list(waits) == [(("job", waiting.job_id),)] and waits[(("job", waiting.job_id),)] >= 0
+        admitted = [p for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                    if m.name == "gpufair_admission_wait_seconds" for p in m.data.data_points]
+        assert sum(p.count for p in admitted) == 1  # the other one, placed once
+    finally:
+        await replica.close()
+        await metrics.stop(0)

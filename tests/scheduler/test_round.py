@@ -90,6 +90,11 @@ def test_every_plan_keeps_the_rules(fleet, lever_set):
     assert set(queued) | set(plan.admitted) == waiting and not set(queued) & set(plan.admitted)
     assert [q.position for q in plan.queue] == list(range(1, len(queued) + 1))
     assert all(q.reason and q.predicted_start_s >= 0 for q in plan.queue)
+    # Every admitted job says who it joined, and starts no faster than alone.
+    assert set(plan.placed) == set(plan.admitted)
+    for name, note in plan.placed.items():
+        assert set(note.neighbours) == {n for n, gs in where.items() if n != name and set(gs) & set(where[name])}
+        assert note.predicted_sd >= 1 - 1e-9 and note.how
     if levers.shares == "paced":
         used = {g.name: 0.0 for g in gpus}
         for name, shares in plan.shares.items():
@@ -140,6 +145,17 @@ def test_a_short_urgent_job_slips_in_and_a_long_one_waits_for_free_gpus():
     assert plan.admitted["short"] == {"long-a": ("g0",), "long-b": ("g1",)}[held]
     (entry,) = plan.queue
     assert entry.job == "other" and "hold back longer jobs" in entry.reason
+
+
+def test_a_placed_job_says_how_it_shares_and_its_predicted_sd():
+    gpus = [Gpu("g0"), Gpu("g1")]
+    resident = make_job("resident", 1, 0.0, 1e5, done=5e4, on=["g0"])
+    wide = make_job("wide", 2, 50.0, 2e4)  # 100 s alone, arrived 50 s ago
+    sliced = plan_round([resident, wide], gpus, 100.0, PRESETS["k8s"]).placed["wide"]
+    assert sliced.neighbours == ("resident",) and sliced.how == "time-sliced 2 ways"
+    assert sliced.predicted_sd == pytest.approx((50 + 2 * 100) / 100)
+    alone = plan_round([wide], gpus, 100.0, PRESETS["gpufair"]).placed["wide"]
+    assert alone.how == "alone" and alone.neighbours == () and alone.predicted_sd == pytest.approx(1.5)
 
 
 def test_the_first_job_at_risk_gets_a_reservation_and_long_jobs_do_not_backfill_it():

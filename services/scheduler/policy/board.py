@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from gpufair.scheduler.policy.fleet import (FleetJob, Gpu, Interference, Levers, NoInterference,
-                                            QueueEntry, RoundPlan)
+                                            Placed, QueueEntry, RoundPlan)
 from gpufair.scheduler.policy.priority import priority_order
 
 #: The `sd` queue reserves GPUs for the most urgent job that cannot start
@@ -17,6 +17,7 @@ from gpufair.scheduler.policy.priority import priority_order
 #: idled reserved GPUs for 4-13 % of the time on the shared mixes while
 #: preemption by pacing already keeps large jobs from starving.
 RESERVE_LAXITY = 0.5
+_WHOLE = 0.99  # a share this large is the whole GPU (shares are rounded for the trainers)
 
 
 class Board:
@@ -133,8 +134,30 @@ class Board:
         self.enqueue(job, start, reason)
         self.reserve(job, free_at)
 
+    def placed(self, shares: dict | None) -> dict[str, Placed]:
+        """Why each admitted job went where it did: its share of its GPUs
+        (paced: the planned one; time-sliced: one over its most shared GPU's
+        residents), its neighbours, its SD if it kept that speed."""
+        index = {j.job: i for i, j in enumerate(self.jobs)}
+        out = {}
+        for name, gpus in self.admitted.items():
+            i = index[name]
+            job, pos = self.jobs[i], [self.pos[g] for g in gpus]
+            near = tuple(sorted({self.jobs[k].job for g in pos for k in self.residents[g] if k != i}))
+            if shares is not None:
+                share = min(shares.get(name, (0.0,)))
+                how = ("alone" if not near else "ahead of its neighbours") if share >= _WHOLE \
+                    else f"paced to {share:.0%}" if share > 0 else "held until its turn"
+            else:
+                ways = int(max(self.count[g] for g in pos))
+                share, how = 1.0 / ways, "alone" if ways == 1 else f"time-sliced {ways} ways"
+            wait = max(self.now - job.arrival_s, 0.0)
+            sd = (wait + job.remaining_s() / share) / job.alone_s() if share > 0 else float("inf")
+            out[name] = Placed(sd, near, how)
+        return out
+
     def plan(self, shares: dict | None = None, splits: dict | None = None,
              outlook: object | None = None) -> RoundPlan:
-        """The round's outcome."""
+        """The round's outcome (`shares` None: time-sliced)."""
         return RoundPlan(self.admitted, shares or {}, splits or {}, tuple(self.queue),
-                         self.rank, self.target, outlook)
+                         self.rank, self.target, outlook, self.placed(shares))

@@ -141,6 +141,22 @@ PRESETS: Mapping[str, Levers] = MappingProxyType({
 
 
 @dataclass(frozen=True)
+class Placed:
+    """Why a waiting job went where it did (`gpufair submit` prints it).
+
+    predicted_sd: its slow-down if it keeps the speed it starts at (its
+      share of its most shared GPU), counting the wait so far; inf if it
+      starts held.
+    neighbours: the other jobs resident on its GPUs.
+    how: how it uses them ("alone", "time-sliced 2 ways", "paced to 50 %").
+    """
+
+    predicted_sd: float
+    neighbours: tuple[str, ...]
+    how: str
+
+
+@dataclass(frozen=True)
 class QueueEntry:
     """A job that stays queued this round, and why (`gpufair queue`)."""
 
@@ -164,6 +180,7 @@ class RoundPlan:
     target_sd: the slow-down target the `sd` queue's deadlines use.
     outlook: with paced shares and `sd` placement, what an arrival meets on
       every GPU, for placing it before the next round (`arrival.py`).
+    placed: every admitted job -> why it went there.
     """
 
     admitted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -173,6 +190,7 @@ class RoundPlan:
     priority: Mapping[str, int] = field(default_factory=dict)
     target_sd: float = 1.0
     outlook: object | None = None
+    placed: Mapping[str, Placed] = field(default_factory=dict)
 
 
 def validate_fleet(jobs: Sequence[FleetJob], gpus: Sequence[Gpu]) -> None:

@@ -166,14 +166,22 @@ class Decision(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., decided_unix_s: _Optional[float] = ..., duration_s: _Optional[float] = ..., summary: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDecision, _Mapping]]] = ...) -> None: ...
 
 class PolicyConfig(_message.Message):
-    __slots__ = ("name", "period_s", "min_change")
+    __slots__ = ("name", "period_s", "min_change", "queue", "placement", "shares", "preset")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PERIOD_S_FIELD_NUMBER: _ClassVar[int]
     MIN_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
     name: str
     period_s: float
     min_change: float
-    def __init__(self, name: _Optional[str] = ..., period_s: _Optional[float] = ..., min_change: _Optional[float] = ...) -> None: ...
+    queue: str
+    placement: str
+    shares: str
+    preset: str
+    def __init__(self, name: _Optional[str] = ..., period_s: _Optional[float] = ..., min_change: _Optional[float] = ..., queue: _Optional[str] = ..., placement: _Optional[str] = ..., shares: _Optional[str] = ..., preset: _Optional[str] = ...) -> None: ...
 
 class RegisterJobRequest(_message.Message):
     __slots__ = ("spec",)
@@ -420,3 +428,101 @@ class ListProfilesResponse(_message.Message):
     PROFILES_FIELD_NUMBER: _ClassVar[int]
     profiles: _containers.RepeatedCompositeFieldContainer[Profile]
     def __init__(self, profiles: _Optional[_Iterable[_Union[Profile, _Mapping]]] = ...) -> None: ...
+
+class Submission(_message.Message):
+    __slots__ = ("job_id", "num_gpus", "node", "devices", "device_type", "model", "global_batch", "total_samples", "exclusive_samples_per_s", "dataset", "submitted_unix_s", "placed_devices", "predicted_sd", "placed_why")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_SAMPLES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    PLACED_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_SD_FIELD_NUMBER: _ClassVar[int]
+    PLACED_WHY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    num_gpus: int
+    node: str
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    device_type: str
+    model: str
+    global_batch: int
+    total_samples: int
+    exclusive_samples_per_s: float
+    dataset: str
+    submitted_unix_s: float
+    placed_devices: _containers.RepeatedScalarFieldContainer[str]
+    predicted_sd: float
+    placed_why: str
+    def __init__(self, job_id: _Optional[str] = ..., num_gpus: _Optional[int] = ..., node: _Optional[str] = ..., devices: _Optional[_Iterable[str]] = ..., device_type: _Optional[str] = ..., model: _Optional[str] = ..., global_batch: _Optional[int] = ..., total_samples: _Optional[int] = ..., exclusive_samples_per_s: _Optional[float] = ..., dataset: _Optional[str] = ..., submitted_unix_s: _Optional[float] = ..., placed_devices: _Optional[_Iterable[str]] = ..., predicted_sd: _Optional[float] = ..., placed_why: _Optional[str] = ...) -> None: ...
+
+class QueueEntry(_message.Message):
+    __slots__ = ("job_id", "position", "predicted_start_s", "waited_s", "reason", "submitted")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_START_S_FIELD_NUMBER: _ClassVar[int]
+    WAITED_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    position: int
+    predicted_start_s: float
+    waited_s: float
+    reason: str
+    submitted: bool
+    def __init__(self, job_id: _Optional[str] = ..., position: _Optional[int] = ..., predicted_start_s: _Optional[float] = ..., waited_s: _Optional[float] = ..., reason: _Optional[str] = ..., submitted: _Optional[bool] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("submission",)
+    SUBMISSION_FIELD_NUMBER: _ClassVar[int]
+    submission: Submission
+    def __init__(self, submission: _Optional[_Union[Submission, _Mapping]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("submission",)
+    SUBMISSION_FIELD_NUMBER: _ClassVar[int]
+    submission: Submission
+    def __init__(self, submission: _Optional[_Union[Submission, _Mapping]] = ...) -> None: ...
+
+class GetSubmissionRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetSubmissionResponse(_message.Message):
+    __slots__ = ("submission", "queue")
+    SUBMISSION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    submission: Submission
+    queue: QueueEntry
+    def __init__(self, submission: _Optional[_Union[Submission, _Mapping]] = ..., queue: _Optional[_Union[QueueEntry, _Mapping]] = ...) -> None: ...
+
+class WithdrawSubmissionRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class WithdrawSubmissionResponse(_message.Message):
+    __slots__ = ("withdrawn",)
+    WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
+    withdrawn: bool
+    def __init__(self, withdrawn: _Optional[bool] = ...) -> None: ...
+
+class ListQueueRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueueResponse(_message.Message):
+    __slots__ = ("entries", "decided_unix_s")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[QueueEntry]
+    decided_unix_s: float
+    def __init__(self, entries: _Optional[_Iterable[_Union[QueueEntry, _Mapping]]] = ..., decided_unix_s: _Optional[float] = ...) -> None: ...

@@ -107,6 +107,26 @@ class SchedulerServiceStub:
                 request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.SerializeToString,
                 response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.FromString,
                 _registered_method=True)
+        self.SubmitJob = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/SubmitJob',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobResponse.FromString,
+                _registered_method=True)
+        self.GetSubmission = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/GetSubmission',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionResponse.FromString,
+                _registered_method=True)
+        self.WithdrawSubmission = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/WithdrawSubmission',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionResponse.FromString,
+                _registered_method=True)
+        self.ListQueue = channel.unary_unary(
+                '/gpufair.scheduler.v1.SchedulerService/ListQueue',
+                request_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueRequest.SerializeToString,
+                response_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -220,6 +240,35 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitJob(self, request, context):
+        """SubmitJob asks for GPUs for a job (`gpufair submit`): it waits in the
+        queue until a decision round places it on some of the offered devices.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSubmission(self, request, context):
+        """GetSubmission returns a submission: where it was placed, or its place in the queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WithdrawSubmission(self, request, context):
+        """WithdrawSubmission takes a submission out of the queue (placed or not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueue(self, request, context):
+        """ListQueue lists the jobs waiting for GPU time, in the latest round's order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -292,6 +341,26 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListProfiles,
                     request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.FromString,
                     response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.SerializeToString,
+            ),
+            'SubmitJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitJob,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobResponse.SerializeToString,
+            ),
+            'GetSubmission': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSubmission,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionResponse.SerializeToString,
+            ),
+            'WithdrawSubmission': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawSubmission,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionResponse.SerializeToString,
+            ),
+            'ListQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueue,
+                    request_deserializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueRequest.FromString,
+                    response_serializer=gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -674,6 +743,114 @@ class SchedulerService:
             '/gpufair.scheduler.v1.SchedulerService/ListProfiles',
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesRequest.SerializeToString,
             gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListProfilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/SubmitJob',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSubmission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/GetSubmission',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetSubmissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawSubmission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/WithdrawSubmission',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.WithdrawSubmissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufair.scheduler.v1.SchedulerService/ListQueue',
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueRequest.SerializeToString,
+            gpufair_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

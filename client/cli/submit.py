@@ -1,0 +1,177 @@
+"""`gpufair submit --gpus N [...] -- CMD ...` and `gpufair queue`.
+
+`submit` asks the scheduler for N of this node's GPUs (real ones where NVML
+shows them, else the emulated ones of GPUFAIR_EMU_GPUS), waits in the queue
+with a live progress line, then starts CMD under torchrun on the GPUs it
+got (CUDA_VISIBLE_DEVICES, or GPUFAIR_EMU_DEVICES by local rank) as job
+GPUFAIR_JOB, and exits with the job's exit code. Ctrl-C withdraws the job
+and stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
+from gpufair.client.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_json_flag, call,
+                                       call_and_render, fail, in_range, table, to_dict)
+from gpufair.client.config import ClientConfig
+
+_POLL_S = 0.5
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `submit` and `queue`."""
+    p = sub.add_parser("submit", help="run a training command on GPUs the scheduler assigns",
+                       description=__doc__.split("\n\n")[1])
+    p.add_argument("--gpus", type=in_range(int, 1, 4096, "a GPU count"), required=True, help="GPUs (ranks) to ask for")
+    p.add_argument("--job", default="", help="job id (default: generated)")
+    p.add_argument("--dataset", default="", help="dataset URI: a node whose cache holds it is preferred")
+    p.add_argument("--model", default="", help="model name, for its stored profile")
+    p.add_argument("--global-batch", type=in_range(int, 1, 1 << 30, "a batch size"), default=0,
+                   help="the job's global batch (default: one per GPU)")
+    p.add_argument("--samples", type=in_range(int, 0, 1 << 62, "a sample count"), default=0,
+                   help="the job's total work in samples, if known")
+    p.add_argument("--rate", type=in_range(float, 0, 1e12, "samples/s"), default=0.0,
+                   help="its speed alone on its GPUs in samples/s, if known (else a profile, else an hour)")
+    p.add_argument("--torchrun", default="", help="launcher (default: this Python's torch.distributed.run)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the training command")
+    p.set_defaults(func=submit)
+    q = sub.add_parser("queue", help="the jobs waiting for GPU time, in order")
+    add_json_flag(q)
+    q.set_defaults(func=queue)
+
+
+def _local_devices(config: ClientConfig) -> tuple[list[str], str, dict[str, str]]:
+    """(device ids, device type, id -> what CMD's ranks use to find it) on this node."""
+    from gpufair.client.nvml import NvmlReader
+
+    gpus = NvmlReader().read()
+    if gpus:
+        return [g.uuid for g in gpus], gpus[0].name.lower().replace(" ", "-"), {g.uuid: str(g.index) for g in gpus}
+    from gpufair.client.workloads.emulated import EmuConfig
+
+    emu = EmuConfig.from_env()
+    ids = [emu.device_id(i) for i in range(len(emu.speeds))]
+    return ids, "emulated", {d: str(i) for i, d in enumerate(ids)}
+
+
+def _progress(entry: pb.QueueEntry, waited: float) -> str:
+    start = f"~{entry.predicted_start_s:.0f}s" if entry.predicted_start_s >= 0 else "unknown"
+    return f"queued: position {entry.position}, predicted start {start}, waited {waited:.0f}s ({entry.reason})"
+
+
+def _wait_for_placement(job: str, tty: bool) -> tuple[pb.Submission | None, int]:
+    """Poll until placed: (submission, EXIT_OK), or (None, exit code)."""
+    started, last = time.monotonic(), ""
+    while True:
+        res, code = call(f"submit {job}", "scheduler", "GetSubmission", pb.GetSubmissionRequest(job_id=job))
+        if code:
+            return None, code
+        if res.submission.placed_devices:
+            if tty and last:
+                sys.stderr.write("\n")
+            return res.submission, EXIT_OK
+        line = _progress(res.queue, time.monotonic() - started) if res.HasField("queue") \
+            else f"submitted; waiting for the next decision round ({time.monotonic() - started:.0f}s)"
+        if tty:
+            sys.stderr.write("\r" + line[:150].ljust(150))
+            sys.stderr.flush()
+        elif line.split(",")[0] != last.split(",")[0]:
+            print(line, file=sys.stderr, flush=True)
+        last = line
+        time.sleep(_POLL_S)
+
+
+def _launch(args: argparse.Namespace, job: str, placed: list[str], local: dict[str, str], emulated: bool
+            ) -> subprocess.Popen[bytes]:
+    cmd = list(args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd)
+    launcher = args.torchrun.split() if args.torchrun else [sys.executable, "-m", "torch.distributed.run"]
+    run = [*launcher, "--nproc-per-node", str(len(placed)), "--master-port", str(_free_port())]
+    if not cmd[0].endswith(".py"):
+        run.append("--no-python")
+    child_env = dict(os.environ, GPUFAIR_JOB=job)
+    indices = ",".join(local[d] for d in placed)
+    if emulated:
+        child_env["GPUFAIR_EMU_DEVICES"] = indices
+    else:
+        child_env["CUDA_VISIBLE_DEVICES"] = indices
+    return subprocess.Popen([*run, *cmd], env=child_env, start_new_session=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen[bytes] | None, job: str, placed: bool) -> None:
+    """Withdraw the job and stop what was started (Ctrl-C)."""
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    call(f"withdraw {job}", "scheduler", "WithdrawSubmission", pb.WithdrawSubmissionRequest(job_id=job))
+    if placed:
+        call(f"remove {job}", "scheduler", "RemoveJob", pb.RemoveJobRequest(job_id=job))
+
+
+def submit(args: argparse.Namespace) -> int:
+    """Entry point: the job's exit code; 1 the scheduler failed; 2 bad input; 130 interrupted."""
+    cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not cmd:
+        return fail("submit: give the training command after --, e.g. gpufair submit --gpus 2 -- "
+                    "examples/train_ddp.py --epochs 1", EXIT_USAGE)
+    config = ClientConfig.from_env()
+    devices, device_type, local = _local_devices(config)
+    job = args.job or f"job-{uuid.uuid4().hex[:8]}"
+    sub = pb.Submission(job_id=job, num_gpus=args.gpus, node=config.node, devices=devices, device_type=device_type,
+                        model=args.model, global_batch=args.global_batch or args.gpus, total_samples=args.samples,
+                        exclusive_samples_per_s=args.rate, dataset=args.dataset)
+    res, code = call(f"submit {job}", "scheduler", "SubmitJob", pb.SubmitJobRequest(submission=sub))
+    if code:
+        return code
+    print(f"submitted {job}: {args.gpus} of {len(devices)} {device_type} GPUs on {config.node}", file=sys.stderr)
+    proc, placed = None, False
+    try:
+        got, code = _wait_for_placement(job, sys.stderr.isatty())
+        if got is None:
+            return code
+        placed, devices_got = True, list(got.placed_devices)
+        waited = time.time() - got.submitted_unix_s
+        sd = f"predicted SD {got.predicted_sd:.2f}" if got.predicted_sd > 0 else "starts held"
+        print(f"placed {job} on {', '.join(devices_got)} after {waited:.0f}s: {got.placed_why or 'placed'}; {sd}",
+              file=sys.stderr, flush=True)
+        proc = _launch(args, job, devices_got, local, device_type == "emulated")
+        return proc.wait()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: withdrawing {job} and stopping what it started", file=sys.stderr)
+        _stop(proc, job, placed)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        _stop(proc, job, placed)
+        return fail(f"submit {job}: cannot start {cmd[0]}: {exc.strerror}", EXIT_FAIL)
+
+
+def queue(args: argparse.Namespace) -> int:
+    """`gpufair queue [--json]`."""
+    def render(res: pb.ListQueueResponse) -> None:
+        if not res.entries:
+            print("no job waits for GPU time" + ("" if res.decided_unix_s else " (no decision round yet)"))
+            return
+        rows = [[e.position, e.job_id, "submitted" if e.submitted else "held on its GPUs",
+                 f"{e.predicted_start_s:.0f}s" if e.predicted_start_s >= 0 else "-", f"{e.waited_s:.0f}s", e.reason]
+                for e in res.entries]
+        print(table(["#", "job", "waiting", "start in", "waited", "why"], rows))
+
+    return call_and_render(args, "queue", "scheduler", "ListQueue", pb.ListQueueRequest(), render, as_json=to_dict)

@@ -1,0 +1,94 @@
+"""From the registry, the latest figures and the waiting submissions to the
+round planner's input (`policy.FleetJob`, `policy.Gpu`) (pure).
+
+- A registered job is resident on the devices its ranks reported; a
+  submission waits for `num_gpus` of the devices it offered, and once
+  placed holds them (resident) until its trainers register.
+- Costs: the decision round's per-rank costs where the job has them
+  (telemetry or profile); else derived from its exclusive speed with a
+  tenth of the step fixed; a job with no known speed at all (held since it
+  registered, no profile, no figure from its submitter) counts as
+  `UNKNOWN_ALONE_S` of work alone, so it is neither starved nor rushed.
+- Arrival: when the job was submitted, else registered; slow-down counts
+  the wait from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufair.scheduler.jobindex import JobView
+from gpufair.scheduler.policy.fleet import FleetJob, Gpu
+from gpufair.scheduler.policy.model import even_split
+from gpufair.scheduler.policy.types import ClusterState
+from gpufair.scheduler.snapshot import JobEstimate
+from gpufair.scheduler.submissions import Submission
+
+UNKNOWN_ALONE_S = 3600.0  # a job of unknown length counts as an hour alone
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The planner's input: every job (registered ones first, by id) and every GPU."""
+
+    jobs: tuple[FleetJob, ...]
+    gpus: tuple[Gpu, ...]
+    submissions: Mapping[str, Submission]  # the waiting ones, by job
+
+
+def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
+    """(sec_per_step, sec_per_sample) of a rank whose job runs at `exclusive_rate`
+    at the even split, a tenth of the step fixed."""
+    step = batch / exclusive_rate
+    return 0.1 * step, 0.9 * step / max(even_split(batch, gpus))
+
+
+def _speed(total: float, exclusive_rate: float) -> tuple[float, float]:
+    """(total samples, exclusive rate), unknowns filled as the module says."""
+    if exclusive_rate > 0 and total > 0:
+        return total, exclusive_rate
+    if exclusive_rate > 0:
+        return exclusive_rate * UNKNOWN_ALONE_S, exclusive_rate
+    total = total if total > 0 else UNKNOWN_ALONE_S
+    return total, total / UNKNOWN_ALONE_S
+
+
+def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], cluster: ClusterState,
+                submissions: Sequence[Submission]) -> Fleet:
+    """The active registered jobs and the unplaced submissions (module docstring)."""
+    decided = {j.job: j for j in cluster.jobs}
+    jobs, gpus = [], {}
+    for view in sorted((v for v in views if v.active), key=lambda v: v.spec.job_id):
+        spec, est = view.spec, estimates.get(view.spec.job_id)
+        ranks = sorted(spec.ranks, key=lambda r: r.rank)
+        for r in ranks:
+            gpus.setdefault(r.device_id, Gpu(r.device_id, r.node))
+        n, batch = len(ranks), spec.global_batch
+        total, rate = _speed(spec.total_samples, est.exclusive_rate if est else spec.exclusive_rate)
+        state = decided.get(spec.job_id)
+        if state is not None:
+            step, sample = state.ranks[0].sec_per_step, state.ranks[0].sec_per_sample
+        else:
+            step, sample = _costs(batch, n, rate)
+        life = view.life
+        arrival = life.registered_unix_s if life is not None else 0.0
+        split = view.split.batch_sizes if view.split else even_split(batch, n)
+        caps = [r.max_batch for r in ranks if r.max_batch > 0]
+        jobs.append(FleetJob(spec.job_id, n, batch, arrival, float(total), rate, sample, step,
+                             min(float(est.samples_done) if est else 0.0, float(total) * 0.999999),
+                             spec.model, min(caps) if caps else None,
+                             tuple(r.device_id for r in ranks), tuple(split)))
+    waiting = {}
+    for s in sorted(submissions, key=lambda s: s.job_id):
+        for d in s.devices:
+            gpus.setdefault(d, Gpu(d, s.node))
+        total, rate = _speed(s.total_samples, s.exclusive_rate)
+        step, sample = _costs(s.global_batch, s.num_gpus, rate)
+        # A placed submission holds its GPUs while its trainers start.
+        placed = dict(gpus=s.placed, split=even_split(s.global_batch, s.num_gpus)) if s.placed else {}
+        if not s.placed:
+            waiting[s.job_id] = s
+        jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, s.submitted_unix_s, float(total), rate,
+                             sample, step, model=s.model, **placed))
+    return Fleet(tuple(jobs), tuple(gpus.values()), waiting)
