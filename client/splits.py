@@ -275,6 +275,12 @@ class SplitAgreement:
         self.launch(step)
         return self.complete()
 
+    def held_at(self, step: int) -> bool:
+        """Whether the job is held at `step`, without handing the step out: a
+        held job's next batch is not drawn, so a new split may still apply to it."""
+        with self._lock:
+            return self._in_force(step).held
+
     def split_for_step(self, step: int) -> tuple[int, ...]:
         """The split in force at global `step`; once answered it never changes."""
         return self.entry_for_step(step).split

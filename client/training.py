@@ -212,13 +212,13 @@ class ElasticLoop:
     def _hold(self, step: int) -> None:
         """Wait at `step` while the scheduler holds the job (every rank holds at
         the same step, so their exchanges pair up); never raises."""
-        if not self.agreement.entry_for_step(step).held:
+        if not self.agreement.held_at(step):
             return
         started = time.perf_counter()
         logger.warning("held by the scheduler before step %d: %s", step,
                     self.agreement.reason or "waiting for GPU time")
         try:
-            while self.agreement.entry_for_step(step).held and not self.agreement.failed:
+            while self.agreement.held_at(step) and not self.agreement.failed:
                 time.sleep(self._hold_poll_s)
                 self.agreement.exchange_now(step)
         except Exception:  # noqa: BLE001 - never into the training loop

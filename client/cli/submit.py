@@ -1,11 +1,12 @@
 """`gpufair submit --gpus N [...] -- CMD ...` and `gpufair queue`.
 
-`submit` asks the scheduler for N of this node's GPUs (real ones where NVML
-shows them, else the emulated ones of GPUFAIR_EMU_GPUS), waits in the queue
+`submit` asks the scheduler for N of this node's GPUs (the emulated ones of
+GPUFAIR_EMU_GPUS where it is set, else real ones where NVML shows them), waits in the queue
 with a live progress line, then starts CMD under torchrun on the GPUs it
 got (CUDA_VISIBLE_DEVICES, or GPUFAIR_EMU_DEVICES by local rank) as job
-GPUFAIR_JOB, and exits with the job's exit code. Ctrl-C withdraws the job
-and stops what it started.
+GPUFAIR_JOB, and exits with the job's exit code. Ctrl-C (or SIGTERM)
+withdraws the job and stops what it started; CMD may be a script, an
+executable, or `-m module`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.client.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_json_flag, call,
                                        call_and_render, fail, in_range, table, to_dict)
 from gpufair.client.config import ClientConfig
+from gpufair.common import env
+from gpufair.local.procs import with_parent_death
 
 _POLL_S = 0.5
 
@@ -49,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _local_devices(config: ClientConfig) -> tuple[list[str], str, dict[str, str]]:
-    """(device ids, device type, id -> what CMD's ranks use to find it) on this node."""
+    """(device ids, device type, id -> what CMD's ranks use to find it) on this node:
+    the emulated GPUs if GPUFAIR_EMU_GPUS is set, else NVML's, else one emulated GPU."""
     from gpufair.client.nvml import NvmlReader
 
-    gpus = NvmlReader().read()
+    gpus = [] if os.environ.get(env.EMU_GPUS.name) else NvmlReader().read()
     if gpus:
         return [g.uuid for g in gpus], gpus[0].name.lower().replace(" ", "-"), {g.uuid: str(g.index) for g in gpus}
     from gpufair.client.workloads.emulated import EmuConfig
@@ -94,15 +98,17 @@ def _launch(args: argparse.Namespace, job: str, placed: list[str], local: dict[s
     cmd = list(args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd)
     launcher = args.torchrun.split() if args.torchrun else [sys.executable, "-m", "torch.distributed.run"]
     run = [*launcher, "--nproc-per-node", str(len(placed)), "--master-port", str(_free_port())]
-    if not cmd[0].endswith(".py"):
-        run.append("--no-python")
+    if cmd[0] != "-m" and not cmd[0].endswith(".py"):
+        run.append("--no-python")  # an executable; a script or `-m module` runs under Python
     child_env = dict(os.environ, GPUFAIR_JOB=job)
     indices = ",".join(local[d] for d in placed)
     if emulated:
         child_env["GPUFAIR_EMU_DEVICES"] = indices
     else:
         child_env["CUDA_VISIBLE_DEVICES"] = indices
-    return subprocess.Popen([*run, *cmd], env=child_env, start_new_session=True)
+    # Its own session (Ctrl-C reaches this process, which stops it in order); and
+    # SIGTERM to it if this process dies, so a killed submit leaves no trainers.
+    return subprocess.Popen(with_parent_death([*run, *cmd]), env=child_env, start_new_session=True)
 
 
 def _free_port() -> int:
@@ -126,12 +132,17 @@ def _stop(proc: subprocess.Popen[bytes] | None, job: str, placed: bool) -> None:
         call(f"remove {job}", "scheduler", "RemoveJob", pb.RemoveJobRequest(job_id=job))
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def submit(args: argparse.Namespace) -> int:
     """Entry point: the job's exit code; 1 the scheduler failed; 2 bad input; 130 interrupted."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not cmd:
         return fail("submit: give the training command after --, e.g. gpufair submit --gpus 2 -- "
                     "examples/train_ddp.py --epochs 1", EXIT_USAGE)
+    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler or shell stopping submit: as Ctrl-C
     config = ClientConfig.from_env()
     devices, device_type, local = _local_devices(config)
     job = args.job or f"job-{uuid.uuid4().hex[:8]}"

@@ -6,11 +6,35 @@ from pathlib import Path
 
 import grpc
 
+#: Clients ping an idle connection this often, so a command stream that carries
+#: nothing for minutes (a held job's) notices a dead peer. Servers must accept it
+#: (`SERVER_OPTIONS`): gRPC's default lets a server answer a ping more often than
+#: every 5 minutes with GOAWAY "too_many_pings", which dropped held jobs' streams.
+KEEPALIVE_MS = 20_000
+
+
+
+def keepalive_options(keepalive_ms: int) -> list[tuple[str, int]]:
+    """A client's side: ping every `keepalive_ms`, also on a stream quiet for long."""
+    return [("grpc.keepalive_time_ms", keepalive_ms), ("grpc.http2.max_pings_without_data", 0)]
+
+
+def server_keepalive_options(keepalive_ms: int) -> list[tuple[str, int]]:
+    """A server's side: accept pings every `keepalive_ms` / 2 or slower, with or
+    without calls. (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS is
+    spelt `min_ping_interval_without_data_ms`.)"""
+    return [("grpc.http2.min_ping_interval_without_data_ms", keepalive_ms // 2),
+            ("grpc.keepalive_permit_without_calls", 1)]
+
+
 _OPTIONS = [
     ("grpc.max_receive_message_length", 8 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 20_000),
+    *keepalive_options(KEEPALIVE_MS),
     ("grpc.enable_retries", 1),
 ]
+
+#: What a gpufair server accepts of its clients' keepalive pings.
+SERVER_OPTIONS = server_keepalive_options(KEEPALIVE_MS)
 
 
 def _credentials(ca_file: str, token: str, cert_file: str = "", key_file: str = "") -> grpc.ChannelCredentials:

@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from gpufair.common.channels import SERVER_OPTIONS
 from gpufair.common.config import CommonConfig
 from gpufair.common.tasks import stop_task
 from gpufair.common.interceptors import ErrorInterceptor
@@ -96,7 +97,7 @@ async def create_server(config: CommonConfig, deps: ServerDeps) -> RunningServer
     """Build, bind and start a server; returns it with the port it bound."""
     server = grpc.aio.server(
         interceptors=[*deps.interceptors, ErrorInterceptor()],
-        options=[("grpc.max_receive_message_length", 8 * 1024 * 1024), ("grpc.so_reuseport", 0)],
+        options=[("grpc.max_receive_message_length", 8 * 1024 * 1024), ("grpc.so_reuseport", 0), *SERVER_OPTIONS],
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -4,9 +4,12 @@
 2. puts a synthetic image dataset in a bucket and submits a Kubeflow pipeline
    that reads it: the cache planner prefetches it onto this node;
 3. measures each job's exclusive speed (each alone on its own emulated GPUs);
-4. runs three 2-rank DDP jobs sharing four emulated GPUs unevenly, first with
-   the `even` policy (plain DDP), then with gpufair's `sd-maxmin`;
-5. prints a side-by-side table and writes results.json and slowdowns.png.
+4. layout phase: three 2-rank DDP jobs share four emulated GPUs unevenly,
+   first with the `even` policy (plain DDP), then with gpufair's `sd-maxmin`;
+5. arrival phase: six jobs arrive over 12 s through `gpufair submit`, more
+   than the four GPUs hold, under preset `k8s` (FIFO, least-loaded,
+   time-slicing, even) and then preset `gpufair` (every lever);
+6. prints a side-by-side table per phase and writes results.json and slowdowns.png.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gpufair-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="", help="output folder (default out/demo-<time>)")
     p.add_argument("--fair-policy", default="sd-maxmin", help="policy to compare against even (default sd-maxmin)")
+    p.add_argument("--phase", choices=("both", "layout", "arrivals"), default="both", help="which phase to run (default both)")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
 
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     from gpufair.api.cache.v1 import cache_service_pb2_grpc as cpb_grpc
     from gpufair.common.config import S3Config
     from gpufair.demo import data, report
+    from gpufair.demo.arrivals import ARRIVALS, run_arrivals
+    from gpufair.demo.arrivals import GPUS as ARRIVAL_GPUS
     from gpufair.demo.mix import DATA_URI, measure_exclusive, run_mix
     from gpufair.local.stack import LocalStack
 
@@ -61,15 +67,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  pipeline planned: {steps}; prefetching {len(plan.datasets)} dataset(s)", flush=True)
             entry = cache.Resolve(cpb.ResolveRequest(uri=DATA_URI, wait_s=120), timeout=130).entry
             print(f"  cache: {DATA_URI} -> {entry.local_path} ({entry.bytes_total / 2**20:.1f} MiB, pinned={entry.pinned})", flush=True)
-        print("measuring each job's exclusive speed (alone on its own emulated GPUs) ...", flush=True)
-        exclusive = measure_exclusive(env, out)
-        print("  " + ", ".join(f"{k} {v:.0f} samples/s" for k, v in exclusive.items()), flush=True)
         runs = []
-        for policy, label in [("even", "even"), (args.fair_policy, "fair")]:
-            print(f"run {len(runs) + 1}/2: policy {policy} (3 jobs x 2 ranks on 4 shared emulated GPUs)", flush=True)
-            runs.append(run_mix(policy, env, out, exclusive, label))
-        print()
-        print(report.table(runs))
+        total = 4 if args.phase == "both" else 2
+        if args.phase in ("both", "layout"):
+            print("layout phase: measuring each job's exclusive speed (alone on its own emulated GPUs) ...", flush=True)
+            exclusive = measure_exclusive(env, out)
+            print("  " + ", ".join(f"{k} {v:.0f} samples/s" for k, v in exclusive.items()), flush=True)
+            for policy, label, preset in [("even", "even", "k8s"), (args.fair_policy, "fair", "gpufair")]:
+                print(f"run {len(runs) + 1}/{total}: policy {policy} (3 jobs x 2 ranks on 4 shared emulated GPUs)", flush=True)
+                runs.append(run_mix(policy, env, out, exclusive, label, preset))
+        if args.phase in ("both", "arrivals"):
+            print("arrival phase: measuring each arriving job's exclusive speed ...", flush=True)
+            exclusive = measure_exclusive(env, out, ARRIVALS)
+            print("  " + ", ".join(f"{k} {v:.0f}" for k, v in exclusive.items()) + " samples/s", flush=True)
+            for preset in ("k8s", "gpufair"):
+                print(f"run {len(runs) + 1}/{total}: preset {preset} ({len(ARRIVALS)} jobs submitted over "
+                      f"{ARRIVALS[-1].at_s:.0f}s onto {ARRIVAL_GPUS} emulated GPUs)", flush=True)
+                runs.append(run_arrivals(preset, env, out, exclusive))
+        for phase, title in (("layout", "layout phase: fixed GPUs, the split policy"),
+                             ("arrivals", "arrival phase: jobs submitted over time, every lever")):
+            if any(r.phase == phase for r in runs):
+                print(f"\n{title}")
+                print(report.table([r for r in runs if r.phase == phase]))
         report.write_json(runs, out / "results.json")
         report.chart(runs, out / "slowdowns.png")
         print(f"\nresults: {out / 'results.json'}\nchart:   {out / 'slowdowns.png'}\n(total {time.time() - t_start:.0f}s)")

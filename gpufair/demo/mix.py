@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 
@@ -26,6 +28,21 @@ class DemoJob:
     devices: tuple[int, ...]  # emulated device of each rank when the jobs share GPUs
     steps: int
 
+    @property
+    def world(self) -> int:
+        return len(self.devices)
+
+
+class JobKind(Protocol):
+    """What the exclusive phase needs of a job (`DemoJob`, `arrivals.Arrival`)."""
+
+    name: str
+    global_batch: int
+    per_sample_ms: float
+
+    @property
+    def world(self) -> int: ...
+
 
 # Three 2-rank jobs on four emulated GPUs; GPU 1 hosts a rank of every job.
 MIX = (
@@ -44,6 +61,8 @@ class RunResult:
     data_wait: float
     makespan_s: float
     series: list[dict] = field(default_factory=list)
+    phase: str = "layout"  # `layout`: fixed GPUs, split policy only; `arrivals`: jobs submitted over time
+    preset: str = ""  # the levers: `k8s` (the Kubernetes default) or `gpufair`
 
     @property
     def max_sd(self) -> float:
@@ -54,17 +73,17 @@ class RunResult:
         return statistics.fmean(j["sd"] for j in self.jobs)
 
     def to_json(self) -> dict:
-        return {"policy": self.policy, "max_sd": round(self.max_sd, 3), "mean_sd": round(self.mean_sd, 3), "gpu_util": round(self.gpu_util, 3),
+        return {"phase": self.phase, "preset": self.preset, "policy": self.policy, "max_sd": round(self.max_sd, 3), "mean_sd": round(self.mean_sd, 3), "gpu_util": round(self.gpu_util, 3),
                 "data_wait": round(self.data_wait, 4), "makespan_s": round(self.makespan_s, 2), "jobs": self.jobs}
 
 
-def _trainer_args(job: DemoJob, job_id: str, devices: tuple[int, ...], steps: int, stats: Path, extra: list[str]) -> list[str]:
+def _trainer_args(job: JobKind, job_id: str, devices: tuple[int, ...], steps: int, stats: Path, extra: list[str]) -> list[str]:
     return ["-m", "gpufair.demo.trainer", "--job", job_id, "--data", DATA_URI, "--global-batch", str(job.global_batch),
             "--steps", str(steps), "--per-sample-ms", str(job.per_sample_ms), "--devices", ",".join(map(str, devices)),
             "--stats-out", str(stats), *extra]
 
 
-def _read_stats(stats: Path, world: int) -> list[dict]:
+def read_stats(stats: Path, world: int) -> list[dict]:
     return [json.loads(Path(f"{stats}.rank{r}.json").read_text()) for r in range(world)]
 
 
@@ -82,13 +101,14 @@ def _wait_all(jobs: list[LocalJob], timeout: float, on_tick=None) -> None:
             raise RuntimeError(f"{j.name} failed (exit codes {codes}):\n{j.logs()}")
 
 
-def measure_exclusive(env: dict[str, str], workdir: Path, steps: int = 40) -> dict[str, float]:
+def measure_exclusive(env: dict[str, str], workdir: Path, kinds: Sequence[JobKind] = MIX, steps: int = 40
+                      ) -> dict[str, float]:
     """Each job alone on its own emulated GPUs: its exclusive speed in samples/s (the profiler's role)."""
-    n = sum(len(j.devices) for j in MIX)
+    n = sum(j.world for j in kinds)
     env = dict(env, GPUFAIR_EMU_GPUS=str(n), GPUFAIR_EMU_DIR=str(workdir / "emu-exclusive"))
     jobs, next_dev = [], 0
-    for job in MIX:
-        devs = tuple(range(next_dev, next_dev + len(job.devices)))
+    for job in kinds:
+        devs = tuple(range(next_dev, next_dev + job.world))
         next_dev += len(devs)
         stats = workdir / f"{job.name}-exclusive"
         jobs.append(launch(f"{job.name}-exclusive", _trainer_args(job, f"{job.name}-exclusive", devs, steps, stats, ["--no-gpufair"]),
@@ -99,16 +119,18 @@ def measure_exclusive(env: dict[str, str], workdir: Path, steps: int = 40) -> di
         for j in jobs:
             j.kill()
     rates = {}
-    for job in MIX:
-        ranks = _read_stats(workdir / f"{job.name}-exclusive", len(job.devices))
+    for job in kinds:
+        ranks = read_stats(workdir / f"{job.name}-exclusive", job.world)
         # Synchronous steps: a step takes as long as its slowest rank; skip warm-up.
         step_s = statistics.median(max(ts) for ts in zip(*(r["step_times"][5:] for r in ranks)))
         rates[job.name] = job.global_batch / step_s
     return rates
 
 
-def run_mix(policy: str, env: dict[str, str], workdir: Path, exclusive: dict[str, float], label: str) -> RunResult:
-    """Run the mix on shared emulated GPUs under `policy`, showing live progress."""
+def run_mix(policy: str, env: dict[str, str], workdir: Path, exclusive: dict[str, float], label: str, preset: str
+            ) -> RunResult:
+    """Run the mix on shared emulated GPUs under split `policy` (the layout is fixed: the
+    `preset` names which levers it stands for), showing live progress."""
     emu_dir = workdir / f"emu-{label}"
     env = dict(env, GPUFAIR_EMU_GPUS=str(SHARED_GPUS), GPUFAIR_EMU_DIR=str(emu_dir))
     channel = grpc.insecure_channel(env["GPUFAIR_SCHEDULER_ADDR"])
@@ -153,7 +175,7 @@ def run_mix(policy: str, env: dict[str, str], workdir: Path, exclusive: dict[str
         channel.close()
     results, waits, ends = [], [], []
     for job in MIX:
-        ranks = _read_stats(workdir / f"{job.name}-{label}", len(job.devices))
+        ranks = read_stats(workdir / f"{job.name}-{label}", len(job.devices))
         # Completion time from the job's first step (start-up, identical in both runs, is left out).
         start, end = min(r["start"] for r in ranks), max(r["end"] for r in ranks)
         ends.append(end)
@@ -164,6 +186,7 @@ def run_mix(policy: str, env: dict[str, str], workdir: Path, exclusive: dict[str
     makespan = max(ends) - t0
     cfg = EmuConfig.from_env(env)
     busy = sum(device_usage(cfg, i).busy_s for i in range(SHARED_GPUS))
-    return RunResult(policy, results, busy / (SHARED_GPUS * makespan), statistics.fmean(waits), makespan, series)
+    return RunResult(policy, results, busy / (SHARED_GPUS * makespan), statistics.fmean(waits), makespan, series,
+                     preset=preset)
 
 

@@ -14,6 +14,7 @@ def _cell(job: dict) -> str:
 
 
 def table(runs: list[RunResult]) -> str:
+    """One phase side by side: the baseline first, gpufair last."""
     base, fair = runs[0], runs[-1]
     lines = [f"{'':14}" + "".join(f"{r.policy:>22}" for r in runs)]
     for i, job in enumerate(base.jobs):
@@ -39,17 +40,26 @@ def chart(runs: list[RunResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), sharey=True)
+    phases = list(dict.fromkeys(r.phase for r in runs))
+    width = max(sum(r.phase == ph for r in runs) for ph in phases)
+    fig, grid = plt.subplots(len(phases), width, figsize=(6 * width, 4 * len(phases)), squeeze=False)
+    for row, phase in zip(grid, phases):
+        _phase_charts(row, [r for r in runs if r.phase == phase])
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _phase_charts(axes, runs: list[RunResult]) -> None:
+    top = max((s["sd"] for r in runs for s in r.series), default=1.0)
     for ax, run in zip(axes, runs):
         for job in sorted({s["job"] for s in run.series}):
             pts = [(s["t"], s["sd"]) for s in run.series if s["job"] == job and s["sd"] > 0]
             if pts:
                 ax.plot(*zip(*pts), label=job)
-        ax.set_title(f"{run.policy}: max SD {run.max_sd:.2f}, util {run.gpu_util:.0%}")
+        ax.set_title(f"{run.phase}, {run.preset} ({run.policy}): max SD {run.max_sd:.2f}, util {run.gpu_util:.0%}")
         ax.set_xlabel("time (s)")
+        ax.set_ylim(0.8, max(top, 1.0) * 1.05)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("estimated slow-down")
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    axes[0].legend(fontsize="small")

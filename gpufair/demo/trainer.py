@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 import gpufair.client
+from gpufair.common import env
 from gpufair.client.workloads.emulated import EmulatedDevice
 from gpufair.demo.data import load_local
 
@@ -39,11 +40,15 @@ def main() -> None:
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--per-sample-ms", type=float, required=True)
     p.add_argument("--fixed-ms", type=float, default=2.0)
-    p.add_argument("--devices", required=True, help="comma-separated emulated device index per rank")
+    p.add_argument("--devices", default=env.EMU_DEVICES.read() or None,
+                   help="comma-separated emulated device index per rank (default GPUFAIR_EMU_DEVICES, as `gpufair submit` "
+                        "sets it)")
     p.add_argument("--exclusive-rate", type=float, default=0.0)
     p.add_argument("--stats-out", required=True)
     p.add_argument("--no-gpufair", action="store_true", help="measure exclusive speed without the control plane")
     args = p.parse_args()
+    if not args.devices:
+        p.error("give --devices (or run under `gpufair submit`, which sets GPUFAIR_EMU_DEVICES)")
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")

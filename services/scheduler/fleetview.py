@@ -35,6 +35,7 @@ class Fleet:
     jobs: tuple[FleetJob, ...]
     gpus: tuple[Gpu, ...]
     submissions: Mapping[str, Submission]  # the waiting ones, by job
+    starting: frozenset[str] = frozenset()  # placed submissions whose trainers have not registered
 
 
 def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
@@ -91,4 +92,5 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
             waiting[s.job_id] = s
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, s.submitted_unix_s, float(total), rate,
                              sample, step, model=s.model, **placed))
-    return Fleet(tuple(jobs), tuple(gpus.values()), waiting)
+    starting = frozenset(s.job_id for s in submissions if s.placed)
+    return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting)

@@ -52,6 +52,11 @@ class Split:
     slowdown: float = 0.0
     shares: tuple[float, ...] = ()  # paced shares by rank (empty: unpaced; all 0: held)
 
+    @property
+    def held(self) -> bool:
+        """Paced to nothing: the job waits at a step boundary."""
+        return bool(self.shares) and max(self.shares) <= 0
+
     def to_json(self) -> dict:
         return {**asdict(self), "batch_sizes": list(self.batch_sizes), "shares": list(self.shares)}
 

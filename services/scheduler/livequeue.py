@@ -1,15 +1,17 @@
 """The live queue (pure): every job waiting for GPU time after a round, in
 the round's priority order, with why and until when. Submissions wait for
 GPUs (the planner says why); registered jobs wait on their own GPUs while
-the planner holds them (their GPUs run more urgent jobs)."""
+the planner holds them (their GPUs run more urgent jobs). And the shares the
+trainers get (`live_shares`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 
 from gpufair.scheduler.fleetview import Fleet
 from gpufair.scheduler.jobs import JobSpec
-from gpufair.scheduler.policy.fleet import RoundPlan
+from gpufair.scheduler.policy.fleet import FleetJob, RoundPlan
 
 
 @dataclass(frozen=True)
@@ -37,21 +39,49 @@ class LiveQueueEntry:
         return f"position {self.position}, {start} ({self.reason})"
 
 
-def queue_entries(plan: RoundPlan, fleet: Fleet, now: float) -> dict[str, LiveQueueEntry]:
-    """job -> entry, most urgent first (module docstring)."""
+def _runners(shares: Mapping[str, tuple[float, ...]], jobs: Mapping[str, FleetJob]) -> dict[str, list[str]]:
+    """device -> the jobs given time on it."""
+    out: dict[str, list[str]] = {}
+    for name, per_rank in shares.items():
+        for device, share in zip(jobs[name].gpus, per_rank):
+            if share > 0:
+                out.setdefault(device, []).append(name)
+    return out
+
+
+def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
+    """The round's shares as the trainers get them: a job held only for jobs still
+    starting (placed, trainers not registered: torchrun and imports take seconds)
+    keeps its GPUs' whole time until they register, instead of idling them."""
+    jobs = {j.job: j for j in fleet.jobs}
+    for name, devices in plan.admitted.items():
+        jobs[name] = replace(jobs[name], gpus=devices)
+    starting = fleet.starting | set(plan.admitted)
+    runners = _runners(plan.shares, jobs)
+    out = {}
+    for name, shares in plan.shares.items():
+        if name in starting:
+            continue
+        ahead = {r for d in jobs[name].gpus for r in runners.get(d, ()) if r != name}
+        held = bool(shares) and max(shares) <= 0
+        out[name] = (1.0,) * len(shares) if held and ahead and ahead <= starting else shares
+    return out
+
+
+def queue_entries(plan: RoundPlan, fleet: Fleet, now: float,
+                  shares: Mapping[str, tuple[float, ...]] | None = None) -> dict[str, LiveQueueEntry]:
+    """job -> entry, most urgent first (module docstring); `shares`: those given
+    out (default the plan's)."""
+    shares = plan.shares if shares is None else shares
     jobs = {j.job: j for j in fleet.jobs}
     planned = {q.job: q for q in plan.queue}
-    runners: dict[str, list[str]] = {}  # device -> jobs given time on it
-    for name, shares in plan.shares.items():
-        for device, share in zip(jobs[name].gpus, shares):
-            if share > 0:
-                runners.setdefault(device, []).append(name)
+    runners = _runners(shares, jobs)
     waiting = []
     for name, job in jobs.items():
         if name in planned:
             q = planned[name]
             waiting.append((name, q.predicted_start_s, q.reason, True))
-        elif not job.waiting and name in plan.shares and max(plan.shares[name], default=1.0) <= 0:
+        elif not job.waiting and name in shares and max(shares[name], default=1.0) <= 0:
             ahead = sorted({r for d in job.gpus for r in runners.get(d, ()) if r != name})
             start = max((jobs[r].remaining_s() for r in ahead), default=0.0)
             reason = (f"its GPUs run more urgent jobs: {', '.join(ahead[:3])}"

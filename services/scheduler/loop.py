@@ -21,7 +21,7 @@ from gpufair.scheduler.housekeeping import Housekeeper, LifeSettings
 from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import Split
 from gpufair.scheduler.fleetview import Fleet, build_fleet
-from gpufair.scheduler.livequeue import LiveQueueEntry, queue_entries
+from gpufair.scheduler.livequeue import LiveQueueEntry, live_shares, queue_entries
 from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide, moved_fraction
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.fleet import RoundPlan
@@ -166,16 +166,17 @@ class DecisionLoop:
         t0 = time.perf_counter()
         plan = await asyncio.to_thread(plan_round, fleet.jobs, fleet.gpus, now, settings.levers(), None, self.rounds)
         self.last_plan = plan
-        queue = self.last_queue = queue_entries(plan, fleet, now)
+        shares = live_shares(plan, fleet)
+        queue = self.last_queue = queue_entries(plan, fleet, now, shares)
         waits = await self._place(plan, fleet, now)
         by_job = {v.spec.job_id: v for v in views}
         parts = []
         if settings.shares == "paced":
             duration = time.perf_counter() - t0
-            for job, shares in plan.shares.items():
+            for job, given in shares.items():
                 if job not in by_job:
                     continue
-                part = await self._pace(by_job[job], plan, shares, queue.get(job), settings, metrics, est[job].slowdown)
+                part = await self._pace(by_job[job], plan, given, queue.get(job), settings, metrics, est[job].slowdown)
                 parts.append(part)
         else:
             decisions = await asyncio.to_thread(decide, cluster, settings.name,
@@ -251,8 +252,10 @@ class DecisionLoop:
         if not changed or old is None or (tuple(sizes) == old.batch_sizes and not force):
             return False
         step = apply_step_for(metrics.get(view.spec.job_id), view.spec.global_batch, self._lead_s)
-        if tuple(sizes) == old.batch_sizes:
-            step = 0  # shares alone move no sample: every rank applies them at its next agreement
+        if tuple(sizes) == old.batch_sizes or old.held:
+            # Shares alone move no sample, and a held job draws no batch: every rank
+            # applies the change at its next agreement (where a held job stands).
+            step = 0
         split = Split(old.version + 1, step, tuple(sizes), policy, why[:500], self._clock(), slowdown, tuple(shares))
         try:
             await self._registry.write_split(view.spec.job_id, split)

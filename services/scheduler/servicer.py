@@ -147,8 +147,10 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             joined = await self._registry.join(request.job_id, request.rank, self._identity)
             known = request.known_version
             current = self._registry.split(request.job_id)
-            if current and current.version > known:
-                known = current.version
+            if current:
+                # Sent even when the rank knows it: the first message tells a
+                # reconnecting rank its stream is up (a held job waits on it).
+                known = max(known, current.version)
                 yield pb.StreamCommandsResponse(command=split_to_pb(request.job_id, current, view.life))
             while True:
                 split = await queue.get()

@@ -112,3 +112,30 @@ def test_a_paced_rank_is_held_for_the_rest_of_its_share_and_pacing_off_costs_not
     for _ in plain.epoch(0):
         time.sleep(0.02)
     assert plain.paced_s == 0 and plain.held_s == 0
+
+
+def test_a_held_job_resumes_with_a_new_split_at_the_step_it_held_at():
+    """The scheduler may move samples while it holds a job (planned with the shares it
+    resumes with): no rank drew the held step's batch, so the new split applies there,
+    on every rank, instead of at a step the held ranks never reach."""
+    group = ThreadGroup(2)
+    sources = [Source(), Source()]
+    data = TensorDataset(torch.arange(40).float())
+    loops = [ElasticLoop(data, 4, rank=r, world_size=2, exchanger=group.view(r), command_source=sources[r],
+                         initial_split=(2, 2), initial_version=1, initial_shares=(0.0, 0.0), hold_poll_s=0.01)
+             for r in range(2)]
+    sizes: list[list[int]] = [[], []]
+
+    def rank(r: int) -> None:
+        for x, in loops[r].epoch(0):
+            sizes[r].append(len(x))
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(2)]
+    [t.start() for t in threads]
+    time.sleep(0.2)  # both ranks hold before step 0
+    for s in sources:
+        s.offer(SplitCommand(2, 0, (3, 1), (), "resumed with samples moved"))
+    [t.join(10) for t in threads]
+    assert not any(t.is_alive() for t in threads), "a held job never resumed"
+    assert sizes[0][0] == 3 and sizes[1][0] == 1 and len(sizes[0]) == len(sizes[1]) == 10
+    assert all(loop.held_s >= 0.15 for loop in loops)

@@ -11,10 +11,11 @@ import time
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gpufair.api.metrics.v1 import metrics_service_pb2 as mpb
 from gpufair.api.metrics.v1 import metrics_service_pb2_grpc as mpb_grpc
+from gpufair.common.channels import keepalive_options, server_keepalive_options
 from gpufair.common.config import CommonConfig
 from gpufair.common.errors import NotFound
 from gpufair.common.etcd import EtcdState
@@ -122,3 +123,34 @@ def test_bad_configuration_is_one_line_and_exit_2(env: dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-m", "gpufair.scheduler"], env=full, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "bad configuration" in done.stderr and "Traceback" not in done.stderr
+
+
+
+@pytest.mark.parametrize("server_side", [True, False])
+async def test_a_quiet_stream_survives_the_clients_keepalive_pings(server_side: bool) -> None:
+    """A held job's command stream carries nothing for minutes; its client pings the
+    connection. gRPC's default server answers pings more often than every 5 minutes
+    with GOAWAY "too_many_pings", which broke such streams: gpufair servers accept
+    their clients' pings (shown at 1 s instead of 20 s; without the server side, the
+    stream breaks)."""
+    server = grpc.aio.server(options=server_keepalive_options(1000) if server_side else [])
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+
+    def watch() -> str:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=keepalive_options(1000)) as ch:
+            call = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(), timeout=6)
+            try:
+                for _ in call:
+                    pass
+            except grpc.RpcError as exc:
+                return exc.code().name
+        return "ended"
+
+    try:
+        outcome = await asyncio.to_thread(watch)
+    finally:
+        await server.stop(0)
+    assert outcome == ("DEADLINE_EXCEEDED" if server_side else "UNAVAILABLE")
+

@@ -177,3 +177,34 @@ async def _submissions(stub) -> list:
         except grpc.aio.AioRpcError:
             pass
     return out
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    (dict(job_id="a/b"), "job id"),
+    (dict(num_gpus=3), "num_gpus 3 is more than the 2 devices"),
+    (dict(devices=["d0", "d0"]), "distinct"),
+    (dict(global_batch=1), "global_batch 1 must be >= num_gpus 2"),
+    (dict(exclusive_samples_per_s=float("nan")), ">= 0"),
+])
+async def test_a_bad_submission_is_refused_by_name_and_stores_nothing(etcd_endpoint: str, etcd_root: str,
+                                                                      field: dict, message: str) -> None:
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root, metrics_addr="127.0.0.1:1")
+    sched = await start_replica(cfg, GPUFAIR)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            stub = spb_grpc.SchedulerServiceStub(ch)
+            good = dict(job_id="ok", num_gpus=2, node="n", devices=["d0", "d1"], global_batch=8)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.SubmitJob(spb.SubmitJobRequest(submission=spb.Submission(**{**good, **field})))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()
+            job = field.get("job_id", "ok")
+            if "/" not in job:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub.GetSubmission(spb.GetSubmissionRequest(job_id=job))
+                assert err.value.code() == grpc.StatusCode.NOT_FOUND
+            await stub.SubmitJob(spb.SubmitJobRequest(submission=spb.Submission(**good)))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.SubmitJob(spb.SubmitJobRequest(submission=spb.Submission(**good)))
+            assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    finally:
+        await sched.close(0)

@@ -91,6 +91,20 @@ async def test_a_round_resplits_jobs_as_the_policy_says_and_records_why(world: _
     assert not parts["b"].changed and "1 re-split" in record.summary
 
 
+async def test_a_held_job_gets_its_new_split_at_the_step_it_holds_at(world: _World) -> None:
+    """A held job draws no batch: a re-split applies where it stands (step 0: its next
+    agreement), not ahead of its last reported step, which it would never reach. An
+    unpaced policy (here `balance`, after a paced one held the job) releases it."""
+    split = await world.add_job("a")
+    await world.registry.write_split("a", Split(split.version + 1, 0, (32, 32), "balance", "queued", NOW, 1.0, (0.0, 0.0)))
+    await world.registry.wait_seen(world.state.revision)
+    world.metrics = {"a": _metrics("a", (0.002, 0.001))}
+    await world.loop.run_round()
+    moved = await world.stored_split("a")
+    assert moved.version == split.version + 2 and moved.batch_sizes[1] > moved.batch_sizes[0]
+    assert moved.apply_step == 0 and moved.shares == ()
+
+
 async def test_a_job_whose_split_changed_meanwhile_is_skipped_not_overwritten(world: _World) -> None:
     split = await world.add_job("a")
     world.metrics = {"a": _metrics("a", (0.002, 0.001))}

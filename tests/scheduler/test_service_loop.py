@@ -54,11 +54,11 @@ class FakeTrainer:
                     stub = pb_grpc.SchedulerServiceStub(ch)
                     async for msg in stub.StreamCommands(pb.StreamCommandsRequest(job_id=self.job, rank=rank, known_version=known)):
                         c = msg.command
-                        assert c.version > known, "a command stream went backwards"
-                        known = c.version
-                        if rank == 0:
+                        assert c.version >= known, "a command stream went backwards"  # the current one comes first
+                        if rank == 0 and c.version > known:
                             self.versions.append(c.version)
                             self.split = list(c.batch_sizes)
+                        known = c.version
             except grpc.aio.AioRpcError:
                 await asyncio.sleep(0.1)  # replica gone: reconnect (maybe to another)
 

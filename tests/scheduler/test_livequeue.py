@@ -1,0 +1,51 @@
+"""The live queue and the shares trainers get after a round (pure)."""
+
+from __future__ import annotations
+
+from gpufair.scheduler.fleetview import Fleet
+from gpufair.scheduler.livequeue import live_shares, queue_entries
+from gpufair.scheduler.policy.fleet import FleetJob, Gpu, RoundPlan
+
+NOW = 1_000.0
+
+
+def _job(name: str, gpus: tuple[str, ...] = (), n: int = 1) -> FleetJob:
+    return FleetJob(name, n, 32 * n, NOW - 10, 3_200.0, 32.0, 0.03, gpus=gpus)
+
+
+def _fleet(*jobs: FleetJob, starting: frozenset[str] = frozenset()) -> Fleet:
+    gpus = sorted({d for j in jobs for d in j.gpus})
+    return Fleet(tuple(jobs), tuple(Gpu(d) for d in gpus), {}, starting)
+
+
+def test_a_job_held_only_for_a_starting_job_keeps_its_gpu_until_that_job_registers() -> None:
+    fleet = _fleet(_job("old", ("g0",)), _job("new", ("g0",)), starting=frozenset({"new"}))
+    plan = RoundPlan(shares={"old": (0.0,), "new": (1.0,)})
+    shares = live_shares(plan, fleet)
+    assert shares == {"old": (1.0,)}  # the starting job gets its split when it registers
+    assert queue_entries(plan, fleet, NOW, shares) == {}
+
+
+def test_a_job_held_for_a_registered_job_stays_held_and_says_for_whom() -> None:
+    fleet = _fleet(_job("old", ("g0",)), _job("short", ("g0",)))
+    plan = RoundPlan(shares={"old": (0.0,), "short": (1.0,)}, priority={"short": 0, "old": 1})
+    shares = live_shares(plan, fleet)
+    assert shares == {"old": (0.0,), "short": (1.0,)}
+    entries = queue_entries(plan, fleet, NOW, shares)
+    assert list(entries) == ["old"] and "short" in entries["old"].reason
+    assert entries["old"].waited_s == 10.0 and not entries["old"].submitted
+
+
+def test_a_job_admitted_this_round_counts_as_starting_on_the_gpus_it_got() -> None:
+    fleet = _fleet(_job("old", ("g0", "g1"), n=2), _job("sub"))
+    plan = RoundPlan(admitted={"sub": ("g1",)}, shares={"old": (1.0, 0.0), "sub": (1.0,)})
+    assert live_shares(plan, fleet) == {"old": (1.0, 0.0)}  # paced, not held: unchanged
+    plan = RoundPlan(admitted={"sub": ("g1",)}, shares={"old": (0.0, 0.0), "sub": (1.0,)})
+    assert live_shares(plan, fleet) == {"old": (1.0, 1.0)}
+
+
+def test_a_job_held_for_both_a_starting_and_a_registered_job_stays_held() -> None:
+    fleet = _fleet(_job("old", ("g0", "g1"), n=2), _job("new", ("g0",)), _job("run", ("g1",)),
+                   starting=frozenset({"new"}))
+    plan = RoundPlan(shares={"old": (0.0, 0.0), "new": (1.0,), "run": (1.0,)})
+    assert live_shares(plan, fleet)["old"] == (0.0, 0.0)
