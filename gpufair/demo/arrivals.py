@@ -40,14 +40,14 @@ class Arrival:
     steps: int
 
 
-# Two long 2-GPU jobs fill the four GPUs; shorter ones keep arriving on top.
+# Two long 2-GPU jobs fill the four GPUs; short ones arrive while they run.
 ARRIVALS = (
-    Arrival("long-a", 0.0, 2, 64, 1.0, 360),
-    Arrival("long-b", 0.0, 2, 64, 0.8, 400),
-    Arrival("short-c", 4.0, 1, 16, 0.5, 250),
+    Arrival("long-a", 0.0, 2, 64, 1.0, 500),
+    Arrival("long-b", 0.0, 2, 64, 1.0, 500),
+    Arrival("short-c", 5.0, 1, 16, 0.5, 300),
     Arrival("short-d", 6.0, 2, 32, 0.5, 300),
-    Arrival("mid-e", 9.0, 1, 32, 0.5, 250),
-    Arrival("short-f", 12.0, 1, 16, 0.5, 250),
+    Arrival("short-e", 7.0, 1, 16, 0.5, 300),
+    Arrival("short-f", 8.0, 1, 16, 0.5, 300),
 )
 
 

@@ -105,7 +105,7 @@ def main() -> None:
     t_end = time.time()
     session.close()
     with open(f"{args.stats_out}.rank{rank}.json", "w") as fh:
-        json.dump({"rank": rank, "world": world, "steps": step, "start": t_start, "end": t_end, "loss": float(loss),
+        json.dump({"rank": rank, "world": world, "steps": step, "start": t_start, "end": t_end, "loss": loss.detach().item(),
                    "step_times": step_times[-200:], "data_wait_s": waits.total + resolve_s,
                    "resolve_s": resolve_s, "launched_to_start_s": t_start - t_resolve}, fh)
     dist.destroy_process_group()

@@ -10,7 +10,10 @@ round planner's input (`policy.FleetJob`, `policy.Gpu`) (pure).
   registered, no profile, no figure from its submitter) counts as
   `UNKNOWN_ALONE_S` of work alone, so it is neither starved nor rushed.
 - Arrival: when the job was submitted, else registered; slow-down counts
-  the wait from there.
+  the wait from there, less the job's start-up (placement to registration:
+  torchrun, imports, which no policy controls): a placed job's clock stands
+  still until it registers (`startup_excluded`), so a slow start does not
+  make it urgent.
 """
 
 from __future__ import annotations
@@ -55,8 +58,13 @@ def _speed(total: float, exclusive_rate: float) -> tuple[float, float]:
     return total, total / UNKNOWN_ALONE_S
 
 
+def startup_excluded(s: Submission, now: float) -> float:
+    """A submitted job's arrival as slow-down counts it at `now` (module docstring)."""
+    return s.submitted_unix_s + max(now - s.placed_unix_s, 0.0) if s.placed else s.submitted_unix_s
+
+
 def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], cluster: ClusterState,
-                submissions: Sequence[Submission]) -> Fleet:
+                submissions: Sequence[Submission], now: float) -> Fleet:
     """The active registered jobs and the unplaced submissions (module docstring)."""
     decided = {j.job: j for j in cluster.jobs}
     jobs, gpus = [], {}
@@ -90,7 +98,7 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         placed = dict(gpus=s.placed, split=even_split(s.global_batch, s.num_gpus)) if s.placed else {}
         if not s.placed:
             waiting[s.job_id] = s
-        jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, s.submitted_unix_s, float(total), rate,
+        jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
                              sample, step, model=s.model, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting)

@@ -162,7 +162,7 @@ class DecisionLoop:
                 await self.submissions.withdraw(sub.job_id)
             elif sub.job_id not in registered:
                 waiting.append(sub)
-        fleet = build_fleet(views, est, cluster, waiting)
+        fleet = build_fleet(views, est, cluster, waiting, now)
         t0 = time.perf_counter()
         plan = await asyncio.to_thread(plan_round, fleet.jobs, fleet.gpus, now, settings.levers(), None, self.rounds)
         self.last_plan = plan

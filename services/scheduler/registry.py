@@ -92,7 +92,7 @@ class JobRegistry:
         """Create the job (idempotent for an identical spec while it is active; a job
         that has ended starts a new life); returns it as this replica's mirror sees it.
         `shares` are its first paced shares (all 0: it waits to be admitted);
-        `arrival` when it arrived (its submission), default now."""
+        `arrival` when it arrived (its submission, less its start-up: `fleetview`), default now."""
         job = spec.job_id
         life_key = self._keys.job_life(job)
         stored_life = await self._state.get(life_key)

@@ -15,6 +15,7 @@ from gpufair.common.errors import AlreadyExists, InvalidArgument, NotFound
 from gpufair.common.limits import MAX_HISTORY
 from gpufair.common.tokens import JobTokens
 from gpufair.scheduler.decisions import DecisionRecord
+from gpufair.scheduler.fleetview import startup_excluded
 from gpufair.scheduler.hub import CommandHub
 from gpufair.scheduler.jobs import check_job_id, validate_batch_sizes
 from gpufair.scheduler.lifecycle import Phase
@@ -71,7 +72,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         shares: tuple[float, ...] = ()
         if submitted is None and settings.shares == "paced" and held_at_registration(self._loop.last_plan, spec):
             shares = (0.0,) * len(spec.ranks)  # its GPUs run other jobs: it waits for the next round
-        arrival = submitted.submitted_unix_s if submitted is not None else None
+        arrival = startup_excluded(submitted, time.time()) if submitted is not None else None
         if submitted is not None and submitted.exclusive_rate > 0 and spec.exclusive_rate <= 0:
             spec = replace(spec, exclusive_rate=submitted.exclusive_rate)  # what its submitter measured
         view = await self._registry.register(spec, even_split(spec.global_batch, len(spec.ranks)), settings.name,

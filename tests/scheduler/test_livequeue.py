@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from gpufair.scheduler.fleetview import Fleet
+from gpufair.scheduler.fleetview import Fleet, build_fleet
 from gpufair.scheduler.livequeue import live_shares, queue_entries
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, RoundPlan
+from gpufair.scheduler.policy.types import ClusterState
+from gpufair.scheduler.submissions import Submission
 
 NOW = 1_000.0
 
@@ -49,3 +51,15 @@ def test_a_job_held_for_both_a_starting_and_a_registered_job_stays_held() -> Non
                    starting=frozenset({"new"}))
     plan = RoundPlan(shares={"old": (0.0, 0.0), "new": (1.0,), "run": (1.0,)})
     assert live_shares(plan, fleet)["old"] == (0.0, 0.0)
+
+
+def test_a_placed_submissions_clock_stands_still_until_its_trainers_register() -> None:
+    """Its queue wait counts towards its slow-down, its start-up does not."""
+    waiting = Submission("w", 1, "n", ("g0", "g1"), global_batch=8, total_samples=800, exclusive_rate=8.0,
+                         submitted_unix_s=NOW - 30)
+    placed = Submission("p", 1, "n", ("g0", "g1"), global_batch=8, total_samples=800, exclusive_rate=8.0,
+                        submitted_unix_s=NOW - 30, placed=("g1",), placed_unix_s=NOW - 20)
+    fleet = build_fleet([], {}, ClusterState(()), [waiting, placed], NOW)
+    jobs = {j.job: j for j in fleet.jobs}
+    assert jobs["w"].arrival_s == NOW - 30 and jobs["w"].waiting and set(fleet.submissions) == {"w"}
+    assert jobs["p"].arrival_s == NOW - 10 and jobs["p"].gpus == ("g1",) and fleet.starting == {"p"}

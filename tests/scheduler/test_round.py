@@ -197,3 +197,35 @@ def test_bad_levers_and_fleets_are_clear_errors():
         plan_round([make_job("a", 2, 0.0, 10.0)], gpus, 0.0, PRESETS["gpufair"])
     with pytest.raises(InvalidArgument, match="unknown GPU 'g9'"):
         plan_round([make_job("a", 1, 0.0, 10.0, on=["g9"])], gpus, 0.0, PRESETS["gpufair"])
+
+
+def test_a_job_slips_in_when_holding_the_runner_costs_it_less_than_waiting_would_cost_the_job():
+    gpus = [Gpu("g0")]
+    # rate 100: `runner` needs 10 s alone and just started; `late` needs 8 s and has
+    # waited 20 s. Too long to slip in politely (8 > half of 10), but holding
+    # `runner` back raises its SD to 1.8, while waiting until the GPU is empty
+    # would put `late`'s at (20 + 10 + 8) / 8 = 4.75.
+    runner = make_job("runner", 1, 100.0, 1e3, on=["g0"])
+    late = make_job("late", 1, 80.0, 8e2)
+    plan = plan_round([runner, late], gpus, 100.0, PRESETS["gpufair"])
+    assert plan.admitted == {"late": ("g0",)} and plan.shares["runner"] == (0.0,)
+    # A long one would cost `runner` more than waiting costs it: it waits.
+    long = make_job("long", 1, 80.0, 5e3)
+    plan = plan_round([runner, long], gpus, 100.0, PRESETS["gpufair"])
+    assert plan.admitted == {} and plan.queue[0].job == "long"
+    assert place_arrival(plan_round([runner], gpus, 100.0, PRESETS["gpufair"]).outlook, late, Models()).gpus == ("g0",)
+
+
+def test_no_job_lends_time_that_a_more_urgent_held_job_waits_for():
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    # short-f runs on g2, where the more urgent of the rest, 2-GPU short-d, waits
+    # for it; long-b (also on g2) would gladly borrow half of f's GPU, but that
+    # would delay d as much as f.
+    long_a = make_job("long-a", 2, 0.0, 8e3, done=4.8e3, on=["g0", "g1"])
+    long_b = make_job("long-b", 2, 0.0, 8e3, done=5.8e3, on=["g2", "g3"])
+    short_d = make_job("short-d", 2, 16.0, 1e3, done=5e2, on=["g1", "g2"])
+    short_f = make_job("short-f", 1, 18.0, 5e2, done=4e2, on=["g2"])
+    plan = plan_round([long_a, long_b, short_d, short_f], gpus, 27.0, PRESETS["gpufair"])
+    assert plan.priority["short-f"] < plan.priority["short-d"] < plan.priority["long-b"]
+    assert plan.shares["short-f"] == pytest.approx((1.0,))
+    assert plan.shares["short-d"] == (0.0, 0.0) and plan.shares["long-b"] == (0.0, 0.0)

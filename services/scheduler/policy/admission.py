@@ -12,7 +12,8 @@ room (`sliced.py`). With paced shares it walks the order once:
   back. Other placement rules admit onto any GPUs with room; the shares
   then decide who runs.
 Then the held jobs, most urgent first, may borrow slivers of their busy
-GPUs to use their idle ones (`Filler.lend`).
+GPUs to use their idle ones (`Filler.lend`), never from a job that a more
+urgent held job waits for: slowing it would delay that job too.
 
 No starvation: under the `sd` queue the most urgent job that cannot start
 gets a reservation once it is at risk (`board.RESERVE_LAXITY`), and later
@@ -26,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice
+from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice, waiting_sd
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -54,6 +55,7 @@ class _GpuState:
         self.slack = np.full(n_gpu, np.inf)
         self.busy_until = np.zeros(n_gpu)
         self.top_sd, self.top_per_s = np.zeros(n_gpu), np.zeros(n_gpu)
+        self.top_solo = np.ones(n_gpu, dtype=bool)  # that next job uses no other GPU
         self.runner: list[FleetJob | None] = [None] * n_gpu  # the job given the GPU
         self._queues = [sorted(r, key=lambda i: board.rank[jobs[i].job])
                         for r in board.residents]
@@ -77,8 +79,10 @@ class _GpuState:
             self._head[g] += 1
         if self._head[g] == len(q):
             self.top_sd[g] = self.top_per_s[g] = 0.0
+            self.top_solo[g] = True
             return
         k = jobs[q[self._head[g]]]
+        self.top_solo[g] = k.num_gpus == 1
         self.top_sd[g] = (self._board.now - k.arrival_s + k.remaining_s()) / k.alone_s()
         self.top_per_s[g] = 1.0 / k.alone_s()
 
@@ -106,7 +110,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     room &= board.backfill(job.remaining_s())
     choice = paced_choice(job, room, filler.left >= _FULL, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
-                          board.cached(job))
+                          board.cached(job), waiting_sd(job, board.now, look.empty_at, room),
+                          look.top_solo)
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
@@ -134,13 +139,15 @@ def _paced(board: Board) -> RoundPlan:
         else:
             ranks = [board.pos[g] for g in job.gpus]
         ran = filler.fit(job, ranks) is not None
-        if not ran:
-            held.append((job, ranks))
+        if not ran:  # what runs on its GPUs now is more urgent: it waits for those
+            held.append((job, ranks, [g for g in ranks if filler.running(g)]))
         look.handled(i, ranks, ran)
-    for job, ranks in held:
-        filler.lend(job, ranks)
+    waited_for: set[int] = set()  # GPUs whose runners a more urgent held job waits for
+    for job, ranks, blockers in held:
+        if filler.lend(job, ranks, waited_for) is None:
+            waited_for.update(blockers)
     shares = {name: tuple(max(s, 0.0) for s in v) for name, v in filler.shares().items()}
-    for job, ranks in held:
+    for job, ranks, _ in held:
         shares.setdefault(job.job, (0.0,) * len(ranks))
     return board.plan(shares, filler.splits(), outlook(board, look))
 

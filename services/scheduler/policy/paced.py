@@ -33,7 +33,7 @@ The planner (`Filler`) works in two passes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -223,8 +223,10 @@ class Filler:
         self._commit(_Fit(job, list(gpus), split, steps, [1.0] * len(gpus)))
         return split
 
-    def lend(self, job: FleetJob, gpus: Sequence[int]) -> tuple[int, ...] | None:
-        """Pass 2: run a held `job` on slivers of its busy GPUs (module docstring)."""
+    def lend(self, job: FleetJob, gpus: Sequence[int], waited_for: Collection[int] = ()
+             ) -> tuple[int, ...] | None:
+        """Pass 2: run a held `job` on slivers of its busy GPUs (module docstring);
+        no job running on a GPU of `waited_for` lends."""
         avail, eff, lenders = [], [], []
         for g in gpus:
             there = self._on.get(g, [])
@@ -236,6 +238,8 @@ class Filler:
             if len(there) > 1 or not self._fits[there[0]].lender:
                 return None
             lender = self._fits[there[0]]
+            if any(x in waited_for for x in lender.gpus):
+                return None
             avail.append(min(LEND_MAX, lender.shares()[lender.gpus.index(g)]))
             eff.append(self._interference.efficiency(job.model, [lender.job.model]))
             lenders.append(lender)
