@@ -135,8 +135,9 @@ class Session:
         observers = ([self._reporter] if self._reporter else []) + [self.progress] + list(observers)
         start = dict(initial_split=self.initial_split, initial_version=self.initial_version,
                      initial_shares=self.initial_shares) if len(self.initial_split) == self.world_size else {}
+        busy = self.busy_seconds if self.emulated is not None else None
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
-                           observers=observers, command_source=self._commands, **start, **loader_kwargs)
+                           observers=observers, command_source=self._commands, busy_clock=busy, **start, **loader_kwargs)
         self._loops.append(loop)
         return loop
 

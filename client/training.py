@@ -96,6 +96,7 @@ class ElasticLoop:
         exchanger: Exchanger | None = None,
         initial_shares: tuple[float, ...] = (),
         hold_poll_s: float = 0.25,
+        busy_clock: Callable[[], float] | None = None,
         **loader_kwargs: Any,
     ) -> None:
         distributed = dist.is_available() and dist.is_initialized()
@@ -133,6 +134,7 @@ class ElasticLoop:
         self._local_samples = 0
         self._source = command_source
         self._hold_poll_s = hold_poll_s
+        self._busy_clock = busy_clock  # this rank's GPU-busy seconds so far, where known
         self.paced_s = 0.0  # seconds this rank was held back by pacing (telemetry, tests)
         self.held_s = 0.0  # seconds the job waited at a step boundary for the scheduler
         if command_source is not None:
@@ -177,13 +179,14 @@ class ElasticLoop:
         sampler.set_epoch(epoch, start_step)
         batches = iter(self.loader)
         record: dict[str, Any] | None = None
-        handed_out = 0.0
+        handed_out = busy_out = 0.0
         try:
             for k in range(start_step, sampler.steps_per_epoch):
                 t0 = time.perf_counter()
                 if record is not None:
                     self._emit(record, t0 - handed_out)
-                    self._pace(record["global_step"], t0 - handed_out)
+                    busy = self._busy_clock() - busy_out if self._busy_clock is not None else None
+                    self._pace(record["global_step"], t0 - handed_out, busy)
                     record = None
                 self.agreement.complete()  # launched during the previous step's body
                 self._hold(sampler.global_step(epoch, k))
@@ -195,19 +198,23 @@ class ElasticLoop:
                 t3 = time.perf_counter()
                 record = self._begin_step(epoch, k, data_wait_s=t2 - t1, sync_s=(t1 - t0) + (t3 - t2))
                 handed_out = time.perf_counter()
+                busy_out = self._busy_clock() if self._busy_clock is not None else 0.0
                 yield batch
         finally:
             if record is not None:
                 self._emit(record, time.perf_counter() - handed_out)
 
-    def _pace(self, step: int, compute_s: float) -> None:
-        """Hold this rank for the rest of its share of step `step`: a step of
-        `compute_s` busy seconds at share s takes compute_s / s in all."""
+    def _pace(self, step: int, compute_s: float, busy_s: float | None = None) -> None:
+        """Hold this rank for the rest of its share of step `step`: a step that kept its
+        GPU busy for `busy_s` seconds (where known, else all `compute_s` of its body)
+        takes busy_s / s in all at share s."""
         share = self.agreement.entry_for_step(step).share(self.rank)
-        if 0.0 < share < 1.0 and compute_s > 0:
-            wait = compute_s * (1.0 / share - 1.0)
-            time.sleep(wait)
-            self.paced_s += wait
+        busy = compute_s if busy_s is None else min(busy_s, compute_s)
+        if 0.0 < share < 1.0 and busy > 0:
+            wait = busy / share - compute_s
+            if wait > 0:
+                time.sleep(wait)
+                self.paced_s += wait
 
     def _hold(self, step: int) -> None:
         """Wait at `step` while the scheduler holds the job (every rank holds at

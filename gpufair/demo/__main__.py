@@ -6,7 +6,7 @@
 3. measures each job's exclusive speed (each alone on its own emulated GPUs);
 4. layout phase: three 2-rank DDP jobs share four emulated GPUs unevenly,
    first with the `even` policy (plain DDP), then with gpufair's `sd-maxmin`;
-5. arrival phase: six jobs arrive over 12 s through `gpufair submit`, more
+5. arrival phase: five jobs arrive over 8 s through `gpufair submit`, more
    than the four GPUs hold, under preset `k8s` (FIFO, least-loaded,
    time-slicing, even) and then preset `gpufair` (every lever);
 6. prints a side-by-side table per phase and writes results.json and slowdowns.png.

@@ -40,14 +40,14 @@ class Arrival:
     steps: int
 
 
-# Two long 2-GPU jobs fill the four GPUs; short ones arrive while they run.
+# Two long 2-GPU jobs fill the four GPUs; three short ones (one on 2 GPUs)
+# arrive while they run: twice the GPUs' worth of demand.
 ARRIVALS = (
     Arrival("long-a", 0.0, 2, 64, 1.0, 500),
     Arrival("long-b", 0.0, 2, 64, 1.0, 500),
     Arrival("short-c", 5.0, 1, 16, 0.5, 300),
-    Arrival("short-d", 6.0, 2, 32, 0.5, 300),
-    Arrival("short-e", 7.0, 1, 16, 0.5, 300),
-    Arrival("short-f", 8.0, 1, 16, 0.5, 300),
+    Arrival("short-d", 6.5, 2, 32, 0.5, 300),
+    Arrival("short-e", 8.0, 1, 16, 0.5, 300),
 )
 
 

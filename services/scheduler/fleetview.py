@@ -39,6 +39,7 @@ class Fleet:
     gpus: tuple[Gpu, ...]
     submissions: Mapping[str, Submission]  # the waiting ones, by job
     starting: frozenset[str] = frozenset()  # placed submissions whose trainers have not registered
+    unstarted: frozenset[str] = frozenset()  # registered jobs with no step reported yet
 
 
 def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
@@ -101,4 +102,6 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
                              sample, step, model=s.model, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
-    return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting)
+    unstarted = frozenset(v.spec.job_id for v in views if v.active and not (
+        estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0))
+    return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

@@ -51,12 +51,14 @@ def _runners(shares: Mapping[str, tuple[float, ...]], jobs: Mapping[str, FleetJo
 
 def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
     """The round's shares as the trainers get them: a job held only for jobs still
-    starting (placed, trainers not registered: torchrun and imports take seconds)
-    keeps its GPUs' whole time until they register, instead of idling them."""
+    starting (placed, trainers not registered: torchrun and imports take seconds;
+    or registered with no step yet) keeps its GPUs' whole time until they step,
+    instead of idling them. Placed jobs get theirs when they register."""
     jobs = {j.job: j for j in fleet.jobs}
     for name, devices in plan.admitted.items():
         jobs[name] = replace(jobs[name], gpus=devices)
     starting = fleet.starting | set(plan.admitted)
+    not_stepping = starting | fleet.unstarted
     runners = _runners(plan.shares, jobs)
     out = {}
     for name, shares in plan.shares.items():
@@ -64,7 +66,7 @@ def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
             continue
         ahead = {r for d in jobs[name].gpus for r in runners.get(d, ()) if r != name}
         held = bool(shares) and max(shares) <= 0
-        out[name] = (1.0,) * len(shares) if held and ahead and ahead <= starting else shares
+        out[name] = (1.0,) * len(shares) if held and ahead and ahead <= not_stepping else shares
     return out
 
 

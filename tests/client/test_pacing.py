@@ -139,3 +139,26 @@ def test_a_held_job_resumes_with_a_new_split_at_the_step_it_held_at():
     assert not any(t.is_alive() for t in threads), "a held job never resumed"
     assert sizes[0][0] == 3 and sizes[1][0] == 1 and len(sizes[0]) == len(sizes[1]) == 10
     assert all(loop.held_s >= 0.15 for loop in loops)
+
+
+def test_a_rank_whose_gpu_busy_time_is_known_is_paced_on_that_not_its_whole_step():
+    """A step of 20 ms whose GPU was busy 10 ms, at share 1/4: the GPU time allowed
+    is 10 / (1/4) = 40 ms a step, so ~20 ms held; at share 1/2 nothing (its CPU part
+    already leaves the GPU half idle)."""
+    busy = [0.0]
+
+    def step() -> None:
+        time.sleep(0.01)
+        busy[0] += 0.01  # the emulated GPU's busy clock advances 10 ms of the 20
+        time.sleep(0.01)
+
+    held = {}
+    for share in (0.25, 0.5):
+        data = TensorDataset(torch.arange(24).float())
+        loop = ElasticLoop(data, 4, rank=0, world_size=1, exchanger=LocalExchanger(), command_source=Source(),
+                           initial_split=(4,), initial_version=1, initial_shares=(share,), busy_clock=lambda: busy[0])
+        for _ in loop.epoch(0):
+            step()
+        held[share] = loop.paced_s
+    assert 5 * 0.02 * 0.5 <= held[0.25] <= 5 * 0.02 * 1.5
+    assert held[0.5] == 0

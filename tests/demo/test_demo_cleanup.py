@@ -29,16 +29,20 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def test_ctrl_c_during_the_demo_stops_every_process_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("phase", "running"), [
+    ("layout", "layout phase: measuring each job's exclusive speed"),
+    ("arrivals", "run 1/2: preset k8s"),  # `gpufair submit` processes and their torchruns
+])
+def test_ctrl_c_during_the_demo_stops_every_process_it_started(tmp_path: Path, phase: str, running: str) -> None:
     out = tmp_path / "demo-out"
-    proc = subprocess.Popen([sys.executable, "-m", "gpufair.demo", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "gpufair.demo", "--out", str(out), "--phase", phase],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # wait until trainers run: the stack and jobs are all up
             lines.append(line)
-            if line.startswith("measuring each job's exclusive speed"):
+            if line.startswith(running):
                 break
         else:
             pytest.fail("demo ended before starting its jobs:\n" + "".join(lines))

@@ -63,3 +63,9 @@ def test_a_placed_submissions_clock_stands_still_until_its_trainers_register() -
     jobs = {j.job: j for j in fleet.jobs}
     assert jobs["w"].arrival_s == NOW - 30 and jobs["w"].waiting and set(fleet.submissions) == {"w"}
     assert jobs["p"].arrival_s == NOW - 10 and jobs["p"].gpus == ("g1",) and fleet.starting == {"p"}
+
+
+def test_a_job_held_for_a_registered_job_that_has_not_stepped_yet_keeps_running() -> None:
+    fleet = Fleet((_job("old", ("g0",)), _job("new", ("g0",))), (Gpu("g0"),), {}, frozenset(), frozenset({"new"}))
+    plan = RoundPlan(shares={"old": (0.0,), "new": (1.0,)})
+    assert live_shares(plan, fleet) == {"old": (1.0,), "new": (1.0,)}  # `new` gets its share, `old` runs meanwhile

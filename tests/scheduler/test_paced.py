@@ -95,3 +95,16 @@ def test_no_loan_that_would_push_a_lender_past_the_slow_down_cap():
     assert filler.fit(lender, [0]) is not None
     assert filler.lend(fleet_job("wide", 3, batch=96), [0, 1, 2]) is None
     assert filler.shares()["urgent"] == pytest.approx((1.0,))
+
+
+def test_a_lender_with_little_slack_lends_what_keeps_it_within_the_cap():
+    # 500 s in, 500 s left alone: SD 1.0 at full speed; at cap 1.1 it may slow to
+    # 500 / 600 of its speed, so it offers a sixth of its GPU, not LEND_MAX (which
+    # it could not afford: no loan at all).
+    lender = fleet_job("urgent", 1, arrival=-500.0, done=5e4)
+    filler = Filler(3, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.1)
+    assert filler.fit(lender, [0]) is not None
+    assert filler.lend(fleet_job("wide", 3, batch=96), [0, 1, 2]) is not None
+    shares = filler.shares()
+    assert shares["urgent"][0] >= 5 / 6 - 1e-6
+    assert 0.05 <= shares["wide"][0] <= 1 / 6 + 1e-6

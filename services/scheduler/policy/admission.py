@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice, waiting_sd
+from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -55,7 +55,6 @@ class _GpuState:
         self.slack = np.full(n_gpu, np.inf)
         self.busy_until = np.zeros(n_gpu)
         self.top_sd, self.top_per_s = np.zeros(n_gpu), np.zeros(n_gpu)
-        self.top_solo = np.ones(n_gpu, dtype=bool)  # that next job uses no other GPU
         self.runner: list[FleetJob | None] = [None] * n_gpu  # the job given the GPU
         self._queues = [sorted(r, key=lambda i: board.rank[jobs[i].job])
                         for r in board.residents]
@@ -79,10 +78,8 @@ class _GpuState:
             self._head[g] += 1
         if self._head[g] == len(q):
             self.top_sd[g] = self.top_per_s[g] = 0.0
-            self.top_solo[g] = True
             return
         k = jobs[q[self._head[g]]]
-        self.top_solo[g] = k.num_gpus == 1
         self.top_sd[g] = (self._board.now - k.arrival_s + k.remaining_s()) / k.alone_s()
         self.top_per_s[g] = 1.0 / k.alone_s()
 
@@ -110,8 +107,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     room &= board.backfill(job.remaining_s())
     choice = paced_choice(job, room, filler.left >= _FULL, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
-                          board.cached(job), waiting_sd(job, board.now, look.empty_at, room),
-                          look.top_solo)
+                          board.cached(job))
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]

@@ -9,12 +9,8 @@ it needs at most `STACK_RATIO` of the remaining time of each job resident
 on g (a short job slips in and leaves; a long one would hold them to the
 end, and GPUs are never taken back, so the rest of the cluster could idle
 meanwhile), and they can afford that wait without passing the makespan
-goal. It may also take g when g's next job uses g alone and holding it back
-leaves its slow-down no higher than the newcomer's own if it waited for
-GPUs (the max-min rule; holding back a job on several GPUs would idle the
-others, which costs utilisation in the simulations). Among such GPUs the
-`sd` placement rule takes those that least raise the slow-down of the job
-held back (`placement.py`).
+goal. Among such GPUs the `sd` placement rule takes those that least raise
+the slow-down of the job held back (`placement.py`).
 """
 
 from __future__ import annotations
@@ -50,30 +46,17 @@ class Choice:
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
-                 cached: np.ndarray | None = None, waiting_sd: float = 0.0,
-                 held_solo: np.ndarray | None = None) -> Choice:
+                 cached: np.ndarray | None = None) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
-    held (makespan), the held-back job's SD and 1/alone, and whether it uses
-    that GPU alone; `waiting_sd`: the newcomer's SD if it waits (`waiting_sd`)."""
+    held (makespan), and the held-back job's SD and 1/alone."""
     rem = job.remaining_s()
-    score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     polite = (rem <= STACK_RATIO * shortest) & (rem <= slack)
-    if held_solo is not None:
-        polite |= held_solo & (score <= waiting_sd)
     ok = room & free
+    score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached)
     return Choice(got, ok, polite, score)
-
-
-def waiting_sd(job: FleetJob, now: float, start_at: np.ndarray, usable: np.ndarray) -> float:
-    """`job`'s slow-down if it waits until `num_gpus` of the `usable` GPUs are empty
-    (`start_at`: seconds from now), when it surely could start; 0 if they never are."""
-    if usable.sum() < job.num_gpus:
-        return 0.0
-    start = float(np.sort(start_at[usable])[job.num_gpus - 1])
-    return (now - job.arrival_s + start + job.remaining_s()) / job.alone_s()
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
@@ -105,12 +88,10 @@ class Outlook:
     shortest: np.ndarray
     slack: np.ndarray
     busy_until: np.ndarray
-    empty_at: np.ndarray
     runner_key: tuple[tuple | None, ...]
     runner_name: tuple[str, ...]
     runner_sd: np.ndarray
     runner_per_s: np.ndarray
-    runner_solo: np.ndarray
     reserved: np.ndarray
     release_s: float
 
@@ -128,19 +109,18 @@ def outlook(board: Board, look: object) -> Outlook:
     """The round's end state (`look`: the paced round's `_GpuState`)."""
     n = len(board.gpus)
     runners = look.runner  # type: ignore[attr-defined]
-    sd, per_s, solo = np.zeros(n), np.zeros(n), np.ones(n, dtype=bool)
+    sd, per_s = np.zeros(n), np.zeros(n)
     keys: list[tuple | None] = [None] * n
     for g, job in enumerate(runners):
         if job is not None:
             keys[g] = job_key(job, board.levers.queue, board.target, board.goal)
             sd[g] = (board.now - job.arrival_s + job.remaining_s()) / job.alone_s()
             per_s[g] = 1.0 / job.alone_s()
-            solo[g] = job.num_gpus == 1
     return Outlook(board.levers, board.now, board.target, board.goal,
                    tuple(g.name for g in board.gpus), board.node, board.count.copy(),
                    tuple(frozenset(m) for m in board.models), look.shortest.copy(),
-                   look.slack.copy(), look.busy_until.copy(), look.empty_at.copy(), tuple(keys),
-                   tuple(j.job if j else "" for j in runners), sd, per_s, solo,
+                   look.slack.copy(), look.busy_until.copy(), tuple(keys),
+                   tuple(j.job if j else "" for j in runners), sd, per_s,
                    board.reserved.copy(), board.release_s)
 
 
@@ -158,9 +138,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     held_sd = np.where(free, view.runner_sd, 0.0)
     held_per_s = np.where(free, view.runner_per_s, 0.0)
     choice = paced_choice(job, room, free, view.shortest, view.slack, held_sd, held_per_s,
-                          view.count, np.random.default_rng(seed), view.node,
-                          waiting_sd=waiting_sd(job, view.now, view.empty_at, room),
-                          held_solo=view.runner_solo)
+                          view.count, np.random.default_rng(seed), view.node)
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
     start = float(np.sort(view.busy_until[compat])[job.num_gpus - 1]) \

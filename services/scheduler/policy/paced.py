@@ -23,8 +23,11 @@ The planner (`Filler`) works in two passes:
    the job running on each of its busy GPUs for a sliver (at most
    `LEND_MAX` of it) and splits its batch so its ranks there carry few
    samples: the published minibatch redistribution, here around a paced
-   neighbour. The lender re-splits too, away from the GPU it shares. The
-   loan is made only when the borrower's gain in GPU-equivalents of
+   neighbour. The borrower first takes the time its lender leaves idle (a
+   job whose steps are partly CPU work does not fill its GPU); a lender
+   gives at most what keeps its predicted slow-down within the round's
+   target, and re-splits too, away from the GPU it shares. The loan is
+   made only when the borrower's gain in GPU-equivalents of
    exclusive speed exceeds `LEND_WEIGHT` times what the lenders lose, so
    the more urgent jobs give up little and only for much, and never so
    much that a lender's predicted slow-down passes the round's target.
@@ -159,10 +162,24 @@ class _Fit:
     steps: float
     eff: list[float]
     lender: bool = True  # ran alone in pass 1 and lent nothing yet: may lend slivers
+    natural: bool = False  # at its exclusive speed: unpaced (its commanded shares are 1)
 
     def shares(self) -> list[float]:
+        """The GPU time it uses, per rank."""
         return [self.steps * (self.job.sec_per_step + self.job.sec_per_sample * b) / e
                 for b, e in zip(self.split, self.eff)]
+
+    def commanded(self) -> list[float]:
+        """What its ranks are told: a job at its exclusive speed is not paced."""
+        return [1.0] * len(self.gpus) if self.natural else self.shares()
+
+
+def _capped(job: FleetJob, steps: float) -> tuple[float, bool]:
+    """(`steps` at most `job`'s exclusive speed, whether the cap applied): alone a job
+    runs no faster than its exclusive speed; where its steps are partly CPU work
+    (measured GPU-busy costs) its GPUs keep idle time that others may use."""
+    top = exclusive_steps(job)
+    return (top, True) if steps >= top else (steps, False)
 
 
 class Filler:
@@ -183,7 +200,7 @@ class Filler:
 
     def shares(self) -> dict[str, tuple[float, ...]]:
         """Every job given time -> its per-rank shares."""
-        return {name: tuple(fit.shares()) for name, fit in self._fits.items()}
+        return {name: tuple(fit.commanded()) for name, fit in self._fits.items()}
 
     def splits(self) -> dict[str, tuple[int, ...]]:
         """Every job given time -> its split."""
@@ -209,6 +226,15 @@ class Filler:
         late = job.remaining_s() * exclusive_steps(job) / steps
         return (self._now - job.arrival_s + late) / job.alone_s()
 
+    def _keeps(self, fit: _Fit) -> float:
+        """The fraction of its speed `fit` must keep for its predicted slow-down to
+        stay within the round's target (1: it can lend nothing)."""
+        job = fit.job
+        late = self._sd_cap * job.alone_s() - (self._now - job.arrival_s)
+        if late <= 0 or fit.steps <= 0:
+            return 1.0
+        return min(job.remaining_s() * exclusive_steps(job) / late / fit.steps * (1 + 1e-6), 1.0)
+
     def fit(self, job: FleetJob, gpus: Sequence[int]) -> tuple[int, ...] | None:
         """Pass 1: run `job` alone on `gpus` (its ranks in order) if nothing
         runs on any of them; its split, else None (held)."""
@@ -220,7 +246,8 @@ class Filler:
         split, steps = best_fit(job, avail, [1.0] * len(gpus), self._joint)
         if steps <= 0:
             return None
-        self._commit(_Fit(job, list(gpus), split, steps, [1.0] * len(gpus)))
+        steps, natural = _capped(job, steps)
+        self._commit(_Fit(job, list(gpus), split, steps, [1.0] * len(gpus), natural=natural))
         return split
 
     def lend(self, job: FleetJob, gpus: Sequence[int], waited_for: Collection[int] = ()
@@ -240,13 +267,16 @@ class Filler:
             lender = self._fits[there[0]]
             if any(x in waited_for for x in lender.gpus):
                 return None
-            avail.append(min(LEND_MAX, lender.shares()[lender.gpus.index(g)]))
+            share = lender.shares()[lender.gpus.index(g)]
+            # The time its lender leaves idle (between its steps' GPU work), and a sliver.
+            spare = float(self.left[g]) if self.left[g] > 1e-9 else 0.0
+            avail.append(spare + min(LEND_MAX, share * (1.0 - self._keeps(lender))))
             eff.append(self._interference.efficiency(job.model, [lender.job.model]))
             lenders.append(lender)
         if min(avail) < self._min or all(x is None for x in lenders):
             return None
         split, steps = best_fit(job, avail, eff, self._joint)
-        mine = _Fit(job, list(gpus), split, steps, eff, lender=False)
+        mine = _Fit(job, list(gpus), split, min(steps, exclusive_steps(job)), eff, lender=False)
         if steps <= 0:
             return None
         taken = {g: s for g, s, x in zip(gpus, mine.shares(), lenders) if x is not None}
@@ -262,12 +292,17 @@ class Filler:
                     l_avail.append(float(self.left[g]) + lender.shares()[lender.gpus.index(g)])
                     l_eff.append(1.0)
             l_split, l_steps = best_fit(lender.job, l_avail, l_eff, self._joint, lender.split)
+            l_steps, natural = _capped(lender.job, l_steps)
+            if natural:  # it lent only idle time: its split stays if that keeps its speed
+                _, kept = best_fit(lender.job, l_avail, l_eff, False, lender.split)
+                l_split = lender.split if kept >= l_steps else l_split
             if self._slowdown(lender.job, l_steps) > self._sd_cap:
                 return None
             loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
             # A job lends once a round: its efficiencies now count this borrower.
-            refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff, lender=False))
-        gain = job.num_gpus * steps / exclusive_steps(job)
+            refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff, lender=False,
+                               natural=natural))
+        gain = job.num_gpus * mine.steps / exclusive_steps(job)
         if gain <= LEND_WEIGHT * max(loss, 0.0):
             return None
         for refit in refits:
