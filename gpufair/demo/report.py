@@ -57,7 +57,8 @@ def _phase_charts(axes, runs: list[RunResult]) -> None:
             pts = [(s["t"], s["sd"]) for s in run.series if s["job"] == job and s["sd"] > 0]
             if pts:
                 ax.plot(*zip(*pts), label=job)
-        ax.set_title(f"{run.phase}, {run.preset} ({run.policy}): max SD {run.max_sd:.2f}, util {run.gpu_util:.0%}")
+        name = run.preset if run.policy == run.preset else f"{run.preset} ({run.policy})"
+        ax.set_title(f"{run.phase}, {name}: max SD {run.max_sd:.2f}, util {run.gpu_util:.0%}")
         ax.set_xlabel("time (s)")
         ax.set_ylim(0.8, max(top, 1.0) * 1.05)
         ax.grid(alpha=0.3)
