@@ -1,5 +1,6 @@
 """Every period: the figures every replica shows, and on the leader the decision
-round (inputs -> policy core -> versioned splits in etcd) and the care of job lives."""
+round (inputs -> policy core -> versioned splits in etcd) and the care of job lives.
+A job's end or a submission at this replica starts the next round at once (`wake`)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ class Leadership(Protocol):
     def is_leader(self) -> bool: ...
 
 
+MIN_GAP_S = 0.05  # between two rounds, however often they are woken
+LEADER_POLL_S = 0.5  # how soon a replica that became leader starts deciding
+
+
 class DecisionLoop:
     def __init__(self, state: StateStore, keys: Keys, registry: JobRegistry, election: Leadership, policies: PolicyStore,
                  fetch_metrics: Callable[[], Awaitable[dict[str, JobMetrics]]], fetch_profiles: Callable[[], Awaitable[Profiles]],
@@ -80,6 +85,7 @@ class DecisionLoop:
         self.submissions = submissions or SubmissionStore(state, keys)
         self.last_plan: RoundPlan | None = None  # this replica's latest round (registrations read it)
         self.last_queue: dict[str, LiveQueueEntry] = {}  # its queue, most urgent first
+        self._woken = asyncio.Event()  # set by `wake`: the next round starts now
 
     @property
     def latest(self) -> dict[str, JobEstimate]:
@@ -95,6 +101,7 @@ class DecisionLoop:
     async def _run(self) -> None:
         period, skipped = 5.0, ""
         while True:
+            could = self._election.is_leader and self._registry.ready  # decides this tick
             try:
                 period = (await self._policies.get()).period_s
                 await self.tick()
@@ -109,7 +116,27 @@ class DecisionLoop:
                 skipped = str(exc)
             except Exception:  # noqa: BLE001 - one bad round must not stop the loop
                 logger.exception("decision round failed")
-            await asyncio.sleep(period)
+            await asyncio.sleep(MIN_GAP_S)
+            await self._until_next_round(period - MIN_GAP_S, could)
+
+    async def _until_next_round(self, period: float, could: bool) -> None:
+        """Wait out the period, unless woken, or unless this replica could not decide
+        at the last tick and now can (a new leader, its job mirror ready, decides at once)."""
+        clock = asyncio.get_running_loop()
+        deadline = clock.time() + max(period, 0.0)
+        while (left := deadline - clock.time()) > 0:
+            try:
+                await asyncio.wait_for(self._woken.wait(), min(left, LEADER_POLL_S))
+                break
+            except TimeoutError:
+                if not could and self._election.is_leader and self._registry.ready:
+                    break
+        self._woken.clear()
+
+    def wake(self) -> None:
+        """Start the next round now, not at the end of the period: a job ended or was
+        submitted, so the jobs it held resume and a newcomer is placed at once."""
+        self._woken.set()
 
     async def tick(self) -> RoundResult | None:
         """One period: refresh the figures; on the leader, look after job lives and

@@ -85,7 +85,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         sub = submission_from_pb(request.submission, time.time())
         if sub.job_id in self._registry.job_ids() and self._registry.view(sub.job_id).active:
             raise AlreadyExists(f"job {sub.job_id!r} is registered and active; pick another id")
-        return pb.SubmitJobResponse(submission=submission_to_pb(await self._submissions.submit(sub)))
+        stored = await self._submissions.submit(sub)
+        self._loop.wake()
+        return pb.SubmitJobResponse(submission=submission_to_pb(stored))
 
     async def GetSubmission(self, request: pb.GetSubmissionRequest, context: grpc.aio.ServicerContext) -> pb.GetSubmissionResponse:
         _require(request.job_id)
@@ -120,6 +122,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         phase = _OUTCOME[request.outcome]
         reason = request.reason or ("session closed" if phase is Phase.FINISHED else "the trainers reported a failure")
         life = await self._registry.end(request.job_id, phase, reason, samples, exclusive)
+        self._loop.wake()  # the jobs it held back resume now
         view = self._registry.view(request.job_id)
         return pb.DeregisterJobResponse(ended=life is not None, job=fill_summary(pb.JobSummary(), view, figures))
 

@@ -208,3 +208,26 @@ async def test_a_bad_submission_is_refused_by_name_and_stores_nothing(etcd_endpo
             assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
     finally:
         await sched.close(0)
+
+
+async def test_a_submission_is_placed_at_once_not_at_the_end_of_the_period(etcd_endpoint: str, etcd_root: str) -> None:
+    metrics, _ = await start_metrics(CommonConfig(listen="127.0.0.1:0"))
+    cfg = CommonConfig(listen="127.0.0.1:0", etcd=etcd_endpoint, etcd_root=etcd_root,
+                       metrics_addr=f"127.0.0.1:{metrics.port}")
+    sched = await start_replica(cfg, PolicySettings("sd-maxmin", 60.0, 0.05, "sd", "sd", "paced"))
+    try:
+        deadline = asyncio.get_running_loop().time() + 30
+        while sched.loop.rounds < 1:  # the round at start-up; the next is 60 s away
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            stub = spb_grpc.SchedulerServiceStub(ch)
+            await stub.SubmitJob(spb.SubmitJobRequest(submission=spb.Submission(
+                job_id="now", num_gpus=1, node="n", devices=["d0"], global_batch=8)))
+            deadline = asyncio.get_running_loop().time() + 20
+            while not (await stub.GetSubmission(spb.GetSubmissionRequest(job_id="now"))).submission.placed_devices:
+                assert asyncio.get_running_loop().time() < deadline, "not placed before the period ended"
+                await asyncio.sleep(0.1)
+    finally:
+        await sched.close(0)
+        await metrics.stop(0)
