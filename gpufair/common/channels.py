@@ -13,7 +13,6 @@ import grpc
 KEEPALIVE_MS = 20_000
 
 
-
 def keepalive_options(keepalive_ms: int) -> list[tuple[str, int]]:
     """A client's side: ping every `keepalive_ms`, also on a stream quiet for long."""
     return [("grpc.keepalive_time_ms", keepalive_ms), ("grpc.http2.max_pings_without_data", 0)]

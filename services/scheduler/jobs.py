@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from gpufair.common.errors import InvalidArgument
@@ -39,6 +40,11 @@ class JobSpec:
         return cls(**{**d, "ranks": ranks})
 
 
+def is_held(shares: Sequence[float]) -> bool:
+    """Paced shares of nothing: the job waits at a step boundary (empty: unpaced)."""
+    return bool(shares) and max(shares) <= 0
+
+
 @dataclass(frozen=True)
 class Split:
     """A versioned split; `version` never goes backwards for a job."""
@@ -54,8 +60,7 @@ class Split:
 
     @property
     def held(self) -> bool:
-        """Paced to nothing: the job waits at a step boundary."""
-        return bool(self.shares) and max(self.shares) <= 0
+        return is_held(self.shares)
 
     def to_json(self) -> dict:
         return {**asdict(self), "batch_sizes": list(self.batch_sizes), "shares": list(self.shares)}

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 from gpufair.scheduler.fleetview import Fleet
-from gpufair.scheduler.jobs import JobSpec
+from gpufair.scheduler.jobs import JobSpec, is_held
 from gpufair.scheduler.policy.fleet import FleetJob, RoundPlan
 
 
@@ -65,8 +65,7 @@ def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
         if name in starting:
             continue
         ahead = {r for d in jobs[name].gpus for r in runners.get(d, ()) if r != name}
-        held = bool(shares) and max(shares) <= 0
-        out[name] = (1.0,) * len(shares) if held and ahead and ahead <= not_stepping else shares
+        out[name] = (1.0,) * len(shares) if is_held(shares) and ahead and ahead <= not_stepping else shares
     return out
 
 
@@ -83,7 +82,7 @@ def queue_entries(plan: RoundPlan, fleet: Fleet, now: float,
         if name in planned:
             q = planned[name]
             waiting.append((name, q.predicted_start_s, q.reason, True))
-        elif not job.waiting and name in shares and max(shares[name], default=1.0) <= 0:
+        elif not job.waiting and is_held(shares.get(name, ())):
             ahead = sorted({r for d in job.gpus for r in runners.get(d, ()) if r != name})
             start = max((jobs[r].remaining_s() for r in ahead), default=0.0)
             reason = (f"its GPUs run more urgent jobs: {', '.join(ahead[:3])}"

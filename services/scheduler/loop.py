@@ -20,7 +20,7 @@ from gpufair.scheduler.decisions import DecisionRecord, JobDecisionRecord
 from gpufair.scheduler.figures import FigureBoard
 from gpufair.scheduler.housekeeping import Housekeeper, LifeSettings
 from gpufair.scheduler.jobindex import JobView
-from gpufair.scheduler.jobs import Split
+from gpufair.scheduler.jobs import Split, is_held
 from gpufair.scheduler.fleetview import Fleet, build_fleet
 from gpufair.scheduler.livequeue import LiveQueueEntry, live_shares, queue_entries
 from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide, moved_fraction
@@ -257,7 +257,7 @@ class DecisionLoop:
         sizes = view.pinned or plan.splits.get(job) or (old.batch_sizes if old else ())
         if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
             sizes = old.batch_sizes
-        held = bool(shares) and max(shares) <= 0
+        held = is_held(shares)
         if held:
             why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
         elif min(shares, default=1.0) < 0.99:

@@ -19,7 +19,7 @@ from gpufair.common.keys import Keys
 from gpufair.common.state import Json, StaleVersion, StateStore
 from gpufair.common.watchcache import PrefixCache
 from gpufair.scheduler.jobindex import JobIndex, JobView
-from gpufair.scheduler.jobs import JobSpec, Split
+from gpufair.scheduler.jobs import JobSpec, Split, is_held
 from gpufair.scheduler.lifecycle import JobLife, Phase, ended, new_life, started
 
 __all__ = ["HISTORY_KEEP", "JobRegistry", "JobView"]
@@ -125,7 +125,7 @@ class JobRegistry:
         """Write a life's first split; returns its version. Versions start at the
         registration time in ms (and above any earlier life's), so trainers of an
         earlier life never see a version they already know."""
-        why = "initial split at registration" + ("; queued: waiting for GPU time" if shares and max(shares) <= 0 else "")
+        why = "initial split at registration" + ("; queued: waiting for GPU time" if is_held(shares) else "")
         split = Split(max(int(self._clock() * 1000), after + 1), 0, initial, policy, why, self._clock(), shares=shares)
         try:
             await self.write_split(job, split)
