@@ -24,9 +24,11 @@ Commands may also carry *paced shares*, per rank the fraction of its GPU's
 time it may use (`gpufair.scheduler.policy.paced`): the training loop holds
 each rank for the rest of every step, and a share of 0 holds the job at a
 step boundary until a command gives it time again. Shares travel with the
-split in the same rows, so every rank paces and holds from the same step; a
-change of shares alone moves no samples, so it takes effect at the agreement
-step itself (a held job resumes at the step it holds at). While held, the
+split in the same rows, so every rank paces and holds from the same step.
+Shares move no samples, so they take effect at the agreement step itself, even
+when the split they come with waits for steps already handed out (those keep
+their splits under the new shares): a held job resumes at the step it holds at,
+never at a later one it cannot reach. While held, the
 ranks keep exchanging rows (`exchange_now`); if any of them has lost the
 control plane for `lost_after_s`, the job is released and trains unpaced, as
 it would without gpufair.
@@ -340,24 +342,34 @@ class SplitAgreement:
             return None
         answered = max(r[2] for r in rows)
         effective = max(apply_step, step)
+        split_at = effective
         if split != self._in_force(effective).split:
-            effective = max(effective, answered + 1)  # never revise a split handed out
-            if self._answered >= effective:
+            split_at = max(effective, answered + 1)  # never revise a split handed out
+            if self._answered >= split_at:
                 # Only if split_for_step runs on another thread during sync (unsupported).
-                logger.error("step %d was handed out during an agreement; ranks may disagree", effective)
-        # New shares alone may apply to the step the ranks stand at: a held rank
-        # re-reads its share before each step, the split it was handed is unchanged.
-        # A newer command supersedes older ones not yet in force.
+                logger.error("step %d was handed out during an agreement; ranks may disagree", split_at)
+        # New shares apply at the step the ranks stand at, even when the new split
+        # must wait for steps already handed out: a rank re-reads its share before
+        # each step, and a held job (which draws no batch while held) would never
+        # reach a later step. Steps handed out keep their splits under the new
+        # shares; a newer command supersedes older ones not yet in force.
         keep = bisect.bisect_left(self._starts, effective)
+        handed_out = [self._in_force(effective)] + [e for e in self._schedule[keep:] if e.effective_step < split_at]
         del self._schedule[keep:], self._starts[keep:]
-        entry = ScheduledSplit(effective, version, split, shares)
+        if split_at > effective and any(old.shares != shares for old in handed_out):
+            for old in handed_out:
+                start = max(old.effective_step, effective)
+                if not self._starts or self._starts[-1] < start:
+                    self._schedule.append(ScheduledSplit(start, old.version, old.split, shares))
+                    self._starts.append(start)
+        entry = ScheduledSplit(split_at, version, split, shares)
         self._schedule.append(entry)
-        self._starts.append(effective)
+        self._starts.append(split_at)
         self._agreed_version = version
         if self._pending is not None and self._pending.version <= version:
             self._pending = None
         paced = f" paced {[round(x, 3) for x in shares]}" if shares else ""
-        logger.info("split version %d %s%s scheduled at step %d", version, split, paced, effective)
+        logger.info("split version %d %s%s scheduled at step %d", version, split, paced, split_at)
         return entry
 
     def _release(self, step: int, rows: list[list[int]]) -> ScheduledSplit | None:

@@ -162,3 +162,20 @@ def test_a_rank_whose_gpu_busy_time_is_known_is_paced_on_that_not_its_whole_step
         held[share] = loop.paced_s
     assert 5 * 0.02 * 0.5 <= held[0.25] <= 5 * 0.02 * 1.5
     assert held[0.5] == 0
+
+
+def test_a_job_held_mid_training_resumes_where_it_holds_when_its_loader_ran_ahead():
+    """Held at step 5 with steps up to 8 handed out (a prefetching loader): a command
+    that resumes it with samples moved applies its shares at step 5 (the steps handed
+    out keep their split) and its split at 9; before, the whole command waited for step
+    9, which a job held at 5 never reaches."""
+    agreement = SplitAgreement((2, 2), 4, world_size=2, exchanger=LocalExchanger())
+    agreement.offer(SplitCommand(1, 0, (2, 2), (0.0, 0.0), "held"))
+    agreement.sync(5)
+    agreement.split_for_step(8)
+    assert agreement.held_at(5)
+    agreement.offer(SplitCommand(2, 0, (3, 1), (1.0, 0.5), "resumed with samples moved"))
+    agreement.exchange_now(5)
+    assert not agreement.held_at(5)
+    assert [agreement.entry_for_step(s).split for s in (5, 8, 9)] == [(2, 2), (2, 2), (3, 1)]
+    assert all(agreement.entry_for_step(s).shares == (1.0, 0.5) for s in (5, 8, 9))
