@@ -28,6 +28,7 @@ from gpufair.local.procs import with_parent_death
 
 GPUS = 4
 PERIOD_S = 0.5
+PROGRESS_S = 3.0  # a progress line this often
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def run_arrivals(preset: str, env: dict[str, str], workdir: Path, exclusive: dic
                                           logs / f"{job_id}.submit.log"))
             if now > 300:
                 raise TimeoutError("arrival-phase jobs did not finish in time")
-            if now - last_print >= 3.0:
+            if now - last_print >= PROGRESS_S:
                 last_print = now
                 line = _progress(stub, label, now, series)
                 if line:

@@ -9,6 +9,9 @@ round planner's input (`policy.FleetJob`, `policy.Gpu`) (pure).
   tenth of the step fixed; a job with no known speed at all (held since it
   registered, no profile, no figure from its submitter) counts as
   `UNKNOWN_ALONE_S` of work alone, so it is neither starved nor rushed.
+- Starting jobs (placed, or registered and let run but no step reported
+  yet) are not `ready`: the round gives their GPUs' time to others until
+  they step (torchrun and imports take seconds).
 - Arrival: when the job was submitted, else registered; slow-down counts
   the wait from there, less the job's start-up (placement to registration:
   torchrun, imports, which no policy controls): a placed job's clock stands
@@ -68,6 +71,8 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
                 submissions: Sequence[Submission], now: float) -> Fleet:
     """The active registered jobs and the unplaced submissions (module docstring)."""
     decided = {j.job: j for j in cluster.jobs}
+    unstarted = frozenset(v.spec.job_id for v in views if v.active and not (
+        estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0))
     jobs, gpus = [], {}
     for view in sorted((v for v in views if v.active), key=lambda v: v.spec.job_id):
         spec, est = view.spec, estimates.get(view.spec.job_id)
@@ -85,10 +90,12 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         arrival = life.registered_unix_s if life is not None else 0.0
         split = view.split.batch_sizes if view.split else even_split(batch, n)
         caps = [r.max_batch for r in ranks if r.max_batch > 0]
+        # Starting: told to run but no step yet (a job held before its first step is not).
+        starting = spec.job_id in unstarted and not (view.split and view.split.held)
         jobs.append(FleetJob(spec.job_id, n, batch, arrival, float(total), rate, sample, step,
                              min(float(est.samples_done) if est else 0.0, float(total) * 0.999999),
                              spec.model, min(caps) if caps else None,
-                             tuple(r.device_id for r in ranks), tuple(split)))
+                             tuple(r.device_id for r in ranks), tuple(split), ready=not starting))
     waiting = {}
     for s in sorted(submissions, key=lambda s: s.job_id):
         for d in s.devices:
@@ -100,8 +107,6 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         if not s.placed:
             waiting[s.job_id] = s
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
-                             sample, step, model=s.model, **placed))
+                             sample, step, model=s.model, ready=not s.placed, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
-    unstarted = frozenset(v.spec.job_id for v in views if v.active and not (
-        estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0))
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

@@ -26,6 +26,7 @@ from gpufair.scheduler.livequeue import LiveQueueEntry, live_shares, queue_entri
 from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide, moved_fraction
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.fleet import RoundPlan
+from gpufair.scheduler.policy.model import even_split
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.snapshot import JobEstimate, JobMetrics, Profiles
 from gpufair.scheduler.sources import PolicySettings, PolicyStore
@@ -254,7 +255,10 @@ class DecisionLoop:
         """Write a job's paced shares (and the split planned with them) when they moved."""
         job, old = view.spec.job_id, view.split
         shares = tuple(round(x, 2) for x in shares)
-        sizes = view.pinned or plan.splits.get(job) or (old.batch_sizes if old else ())
+        planned = plan.splits.get(job)
+        if planned is None and not is_held(shares):  # given its GPUs while the plan held it (live_shares)
+            planned = even_split(view.spec.global_batch, len(shares))
+        sizes = view.pinned or planned or (old.batch_sizes if old else ())
         if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
             sizes = old.batch_sizes
         held = is_held(shares)

@@ -13,6 +13,7 @@ from gpufair.common.memstate import MemoryState
 from gpufair.common.steptime import StepTimeModel
 from gpufair.scheduler.jobs import JobSpec, Placement, Split
 from gpufair.scheduler.loop import DecisionLoop
+from gpufair.scheduler.policy.fleet import RoundPlan
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.snapshot import JobMetrics, RankMetrics
 from gpufair.scheduler.sources import PolicySettings, PolicyStore
@@ -147,3 +148,18 @@ async def test_a_round_without_its_inputs_fails_and_changes_nothing(world: _Worl
     with pytest.raises(Unavailable):
         await world.loop.run_round()
     assert world.state.revision == revision and await world.loop.last_decision() is None
+
+
+async def test_a_job_given_its_gpus_while_the_plan_holds_it_runs_the_even_split(world: _World) -> None:
+    """A job the round held, given its GPUs' whole time because the job it was held
+    for is still starting (`live_shares`), drops the split it had when it borrowed a
+    sliver (8/56 ran it at 32/56 of its speed alone) for the even one."""
+    split = await world.add_job("a")
+    lent = Split(split.version + 1, 0, (8, 56), "sd-maxmin", "paced", NOW, 1.0, (0.14, 1.0))
+    await world.registry.write_split("a", lent)
+    await world.registry.wait_seen(world.state.revision)
+    view = next(v for v in world.registry.views() if v.spec.job_id == "a")
+    plan = RoundPlan(shares={"a": (0.0, 0.0)})
+    await world.loop._pace(view, plan, (1.0, 1.0), None, PolicySettings("sd-maxmin", 1.0, 0.0), {}, 1.0)
+    now = await world.stored_split("a")
+    assert now.version == lent.version + 1 and now.batch_sizes == (32, 32) and now.shares == ()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from gpufair.scheduler.fleetview import Fleet, build_fleet
+from gpufair.scheduler.jobindex import JobView
+from gpufair.scheduler.jobs import JobSpec, Placement, Split
 from gpufair.scheduler.livequeue import live_shares, queue_entries
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, RoundPlan
 from gpufair.scheduler.policy.types import ClusterState
@@ -69,3 +71,16 @@ def test_a_job_held_for_a_registered_job_that_has_not_stepped_yet_keeps_running(
     fleet = Fleet((_job("old", ("g0",)), _job("new", ("g0",))), (Gpu("g0"),), {}, frozenset(), frozenset({"new"}))
     plan = RoundPlan(shares={"old": (0.0,), "new": (1.0,)})
     assert live_shares(plan, fleet) == {"old": (1.0,), "new": (1.0,)}  # `new` gets its share, `old` runs meanwhile
+
+
+def test_starting_jobs_are_not_ready_and_a_job_held_before_its_first_step_is() -> None:
+    """Placed submissions and registered jobs let run but not stepping yet cannot use
+    GPU time (the round gives it to others); a job held before its first step waits
+    for the round's time, so it must stay in the running."""
+    placed = Submission("p", 1, "n", ("g1",), global_batch=8, total_samples=800, exclusive_rate=8.0,
+                        submitted_unix_s=NOW - 30, placed=("g1",), placed_unix_s=NOW - 20)
+    spec = lambda name: JobSpec(name, "m", 8, 800, (Placement(0, "n", "g0"),), 8.0)  # noqa: E731
+    let_run = JobView(spec("run"), Split(1, 0, (8,), "x", "", NOW), None, 1)
+    held = JobView(spec("held"), Split(1, 0, (8,), "x", "", NOW, shares=(0.0,)), None, 1)
+    fleet = build_fleet([let_run, held], {}, ClusterState(()), [placed], NOW)
+    assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "p": False}

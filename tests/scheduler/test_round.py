@@ -4,6 +4,7 @@ placement against brute force, reservations, and arrivals between rounds."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -220,3 +221,39 @@ def test_no_job_lends_time_that_a_more_urgent_held_job_waits_for():
     assert plan.priority["short-f"] < plan.priority["short-d"] < plan.priority["long-b"]
     assert plan.shares["short-f"] == pytest.approx((1.0,))
     assert plan.shares["short-d"] == (0.0, 0.0) and plan.shares["long-b"] == (0.0, 0.0)
+
+
+def test_a_wide_newcomer_takes_all_of_one_residents_gpus_rather_than_idling_part_of_two():
+    """Two 2-GPU residents of like slow-down: a 2-GPU short job on one GPU of each
+    would hold both back and idle their other GPUs; on both GPUs of one it idles none."""
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    a = make_job("a", 2, 0.0, 1e7, done=1e5, on=["g0", "g1"])
+    b = make_job("b", 2, 0.0, 1e7, done=1e5, on=["g2", "g3"])
+    short = make_job("short", 2, 100.0, 1e4)
+    plan = plan_round([a, b, short], gpus, 200.0, PRESETS["gpufair"])
+    assert plan.admitted["short"] in (("g0", "g1"), ("g2", "g3"))
+    held = "a" if plan.admitted["short"] == ("g0", "g1") else "b"
+    # Held: it keeps only the idle time the short job's steps leave (their CPU part).
+    assert max(plan.shares[held]) < 0.1 and min(plan.shares[{"a": "b", "b": "a"}[held]]) > 0.9
+
+
+def test_gpus_a_held_job_leaves_idle_go_first_and_gangs_whole():
+    count = np.ones(6, dtype=int)
+    score = np.zeros(6)
+    gang = np.array([5, 7, -1, 7, 5, 9])  # GPU 2's resident is held already; 9 has one GPU here
+    pick = lambda need: choose("sd", need, np.arange(6), count, np.random.default_rng(0), score, gang=gang)  # noqa: E731
+    assert pick(1) == (2,)
+    assert pick(2) in ((2, 5),)  # the one-GPU gang idles nothing more
+    assert pick(3) in ((0, 2, 4), (1, 2, 3))  # a whole two-GPU gang with the free GPU
+
+
+def test_a_resident_not_ready_yet_leaves_its_gpus_time_to_the_others():
+    """A more urgent job still starting (no step yet) keeps its GPU and place but
+    gets no time: the job it would hold runs meanwhile, on every GPU."""
+    gpus = [Gpu("g0"), Gpu("g1")]
+    long_job = make_job("long", 2, 0.0, 1e7, done=1e5, on=["g0", "g1"])
+    starting = replace(make_job("short", 1, 100.0, 1e4, on=["g1"]), ready=False)
+    plan = plan_round([long_job, starting], gpus, 200.0, PRESETS["gpufair"])
+    assert plan.shares["long"] == (1.0, 1.0) and "short" not in plan.shares
+    ready = plan_round([long_job, replace(starting, ready=True)], gpus, 200.0, PRESETS["gpufair"])
+    assert ready.shares["short"] == (1.0,) and min(ready.shares["long"]) < 0.5

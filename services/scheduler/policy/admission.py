@@ -11,7 +11,9 @@ room (`sliced.py`). With paced shares it walks the order once:
   admitting it later keeps its choice of GPUs open and GPUs are never taken
   back. Other placement rules admit onto any GPUs with room; the shares
   then decide who runs.
-Then the held jobs, most urgent first, may borrow slivers of their busy
+A resident job that is not ready (its trainers still starting) keeps its
+GPUs but gets no time this round. Then the held jobs, most urgent first,
+may borrow slivers of their busy
 GPUs to use their idle ones (`Filler.lend`), never from a job that a more
 urgent held job waits for: slowing it would delay that job too.
 
@@ -83,6 +85,19 @@ class _GpuState:
         self.top_sd[g] = (self._board.now - k.arrival_s + k.remaining_s()) / k.alone_s()
         self.top_per_s[g] = 1.0 / k.alone_s()
 
+    def gangs(self, free: np.ndarray) -> np.ndarray:
+        """Per GPU, the job a newcomer there would newly hold back, as its index
+        (-1: none; an empty GPU, or its next resident is already held back on
+        another of its GPUs, which then idles anyway)."""
+        jobs, pos = self._board.jobs, self._board.pos
+        out = np.full(len(self._queues), -1)
+        for g, q in enumerate(self._queues):
+            if self._head[g] < len(q):
+                k = q[self._head[g]]
+                if all(free[pos[d]] for d in jobs[k].gpus):
+                    out[g] = k
+        return out
+
     def handled(self, index: int, gpus: Sequence[int], ran: bool) -> None:
         """Job `index` had its turn on `gpus` (and ran there or not)."""
         self._done.add(index)
@@ -105,9 +120,10 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
             board.wait(job, look.empty_at, "no room")
         return got
     room &= board.backfill(job.remaining_s())
-    choice = paced_choice(job, room, filler.left >= _FULL, look.shortest, look.slack,
+    free = filler.left >= _FULL
+    choice = paced_choice(job, room, free, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
-                          board.cached(job))
+                          board.cached(job), look.gangs(free))
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
@@ -134,6 +150,9 @@ def _paced(board: Board) -> RoundPlan:
             ranks = list(got)
         else:
             ranks = [board.pos[g] for g in job.gpus]
+            if not job.ready:  # starting: its GPUs' time goes to the jobs after it
+                look.handled(i, ranks, False)
+                continue
         ran = filler.fit(job, ranks) is not None
         if not ran:  # what runs on its GPUs now is more urgent: it waits for those
             held.append((job, ranks, [g for g in ranks if filler.running(g)]))

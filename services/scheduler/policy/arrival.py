@@ -46,16 +46,17 @@ class Choice:
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
-                 cached: np.ndarray | None = None) -> Choice:
+                 cached: np.ndarray | None = None, gang: np.ndarray | None = None) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
-    held (makespan), and the held-back job's SD and 1/alone."""
+    held (makespan), the held-back job's SD and 1/alone, and (optional) which
+    job it would newly hold back (`placement.choose`'s `gang`)."""
     rem = job.remaining_s()
     polite = (rem <= STACK_RATIO * shortest) & (rem <= slack)
     ok = room & free
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
-                 cached)
+                 cached, gang)
     return Choice(got, ok, polite, score)
 
 

@@ -55,7 +55,10 @@ class FleetJob:
 
     `rate` is its current speed (samples/s, measured or predicted; None:
     unknown), `attained_s` the GPU-seconds it has used so far (for LAS),
-    `cached_nodes` the nodes whose cache holds its dataset (placement ties)."""
+    `cached_nodes` the nodes whose cache holds its dataset (placement ties),
+    `ready` False for a resident job whose trainers have not taken a step
+    (starting): it keeps its GPUs and place but cannot use GPU time yet, so
+    the round gives that time to others."""
 
     job: str
     num_gpus: int
@@ -73,6 +76,7 @@ class FleetJob:
     rate: float | None = None
     attained_s: float = 0.0
     cached_nodes: frozenset[str] = frozenset()
+    ready: bool = True
 
     @property
     def waiting(self) -> bool:

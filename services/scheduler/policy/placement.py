@@ -19,7 +19,11 @@ share a GPU with (a pair measured unable to co-run). None means fewer than
   exact, not a heuristic. Among those it takes the GPUs holding the
   fewest jobs, (multi-GPU jobs) all in one node when one node can hold
   it, preferring a node whose cache holds the job's dataset, then the
-  node left fullest; then the lowest scores and numbers.
+  node left fullest; then (given `gang`: per GPU the resident a newcomer
+  there would newly hold back, -1 for none) the GPUs that idle the fewest
+  others: a held multi-GPU job idles every GPU of its own, so a newcomer
+  takes GPUs whose resident is held already or all of one resident's GPUs
+  before part of another's; then the lowest scores and numbers.
 """
 
 from __future__ import annotations
@@ -68,8 +72,29 @@ def check_placement(name: str) -> str:
     return name
 
 
+def _fewest_idled(pick_from: np.ndarray, need: int, order: np.ndarray, gang: np.ndarray) -> np.ndarray:
+    """`need` GPUs of `pick_from` (in preference `order`) that newly hold back
+    residents leaving the fewest of their other GPUs idle (module docstring)."""
+    ranked = pick_from[order]
+    chosen = [int(g) for g in ranked if gang[g] < 0][:need]
+    groups: dict[int, list[int]] = {}  # in order of each one's best GPU
+    for g in ranked:
+        if gang[g] >= 0:
+            groups.setdefault(int(gang[g]), []).append(int(g))
+    ids, sizes = np.unique(gang[gang >= 0], return_counts=True)
+    size = dict(zip(ids.tolist(), sizes.tolist()))  # the GPUs it would hold idle
+    first = {k: i for i, k in enumerate(groups)}
+    while len(chosen) < need and groups:
+        left = need - len(chosen)
+        # Idled: its GPUs not taken; ties to the gang whose best GPU comes first.
+        k = min(groups, key=lambda k: (size[k] - min(len(groups[k]), left), first[k]))
+        chosen += groups.pop(k)[:left]
+    return np.array(chosen, dtype=int)
+
+
 def _by_score(cand: np.ndarray, count: np.ndarray, need: int, score: np.ndarray,
-              node: np.ndarray | None, cached: np.ndarray | None) -> np.ndarray:
+              node: np.ndarray | None, cached: np.ndarray | None,
+              gang: np.ndarray | None = None) -> np.ndarray:
     """The `sd` rule (module docstring); `cand` ascending."""
     bound = np.partition(score[cand], need - 1)[need - 1]
     # Every set within the bound is as good on the largest score: take the GPUs
@@ -90,17 +115,21 @@ def _by_score(cand: np.ndarray, count: np.ndarray, need: int, score: np.ndarray,
             pick_from = tie[node[tie] == chosen]
         elif cached is not None:
             return tie[np.lexsort((tie, score[tie], count[tie], ~cached[tie]))[:need]]
-    return pick_from[np.lexsort((pick_from, score[pick_from], count[pick_from]))[:need]]
+    order = np.lexsort((pick_from, score[pick_from], count[pick_from]))
+    if gang is not None:
+        return _fewest_idled(pick_from, need, order, gang)
+    return pick_from[order[:need]]
 
 
 def choose(rule: str, need: int, candidates: np.ndarray, count: np.ndarray,
            rng: np.random.Generator, score: np.ndarray | None = None,
-           node: np.ndarray | None = None, cached: np.ndarray | None = None
-           ) -> tuple[int, ...] | None:
+           node: np.ndarray | None = None, cached: np.ndarray | None = None,
+           gang: np.ndarray | None = None) -> tuple[int, ...] | None:
     """GPU positions (ascending) for a job needing `need` GPUs, or None.
 
     `candidates`: the eligible GPU positions, ascending; `count[g]`: jobs on
-    GPU g; `score`, `node`, `cached` (bool per GPU) only matter to `sd`."""
+    GPU g; `score`, `node`, `cached` (bool per GPU), `gang` (int per GPU) only
+    matter to `sd`."""
     if need < 1:
         raise InvalidArgument(f"a job needs at least 1 GPU, not {need}")
     check_placement(rule)
@@ -108,7 +137,7 @@ def choose(rule: str, need: int, candidates: np.ndarray, count: np.ndarray,
         return None
     if rule == "sd":
         scores = score if score is not None else np.zeros(len(count))
-        picked = _by_score(candidates, count, need, scores, node, cached)
+        picked = _by_score(candidates, count, need, scores, node, cached, gang)
     else:
         picked = _RULES[rule](candidates, count, need, rng)
     return tuple(sorted(int(g) for g in picked))
