@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     from gpufair.local.stack import LocalStack
 
     out = Path(args.out or f"out/demo-{datetime.now():%Y%m%d-%H%M%S}").resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # An old run's etcd, emulated-GPU counters and timings would mix into this one.
+        print(f"gpufair demo: --out {out} is not an empty folder; give a new one", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     stack = LocalStack(workdir=out / "stack")
     t_start = time.time()

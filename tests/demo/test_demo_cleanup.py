@@ -60,3 +60,16 @@ def test_ctrl_c_during_the_demo_stops_every_process_it_started(tmp_path: Path, p
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_demo_refuses_an_output_folder_an_old_run_left_and_touches_nothing(tmp_path: Path) -> None:
+    """An old run's etcd, emulated-GPU counters and timings would mix into a new one
+    (utilisation above 100 %, finished jobs listed as running): a clear error instead."""
+    out = tmp_path / "old-run"
+    (out / "stack").mkdir(parents=True)
+    (out / "results.json").write_text("{}")
+    done = subprocess.run([sys.executable, "-m", "gpufair.demo", "--out", str(out)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "not an empty folder" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "stack"]
+    assert (out / "results.json").read_text() == "{}"
