@@ -113,6 +113,11 @@ def _activity(services: dict[str, tuple[str, int]], s3_client) -> None:
                                                                    samples_total=(s + 1) * 32, steps_total=s + 1,
                                                                    unix_time_s=t0 + s * 0.1) for s in range(40)])
                 for r in range(2)]
+        # prom-held has stepped too: a job still starting is not held, it gets no time yet.
+        reqs.append(mpb.ReportTelemetryRequest(job_id="prom-held", rank=0, node="n", device_id="g0", global_batch=8,
+                                               total_samples=10**9, batch_seq=1,
+                                               records=[mpb.StepRecord(step=0, local_batch=8, compute_s=0.02, data_wait_s=0.001,
+                                                                       samples_total=8, steps_total=1, unix_time_s=t0)]))
         list(mpb_grpc.MetricsServiceStub(ch).ReportTelemetry(iter(reqs), timeout=10))
     with grpc.insecure_channel(services["scheduler"][0]) as ch:
         stub = spb_grpc.SchedulerServiceStub(ch)
