@@ -9,9 +9,9 @@ round planner's input (`policy.FleetJob`, `policy.Gpu`) (pure).
   tenth of the step fixed; a job with no known speed at all (held since it
   registered, no profile, no figure from its submitter) counts as
   `UNKNOWN_ALONE_S` of work alone, so it is neither starved nor rushed.
-- Starting jobs (placed, or registered and let run but no step reported
-  yet) are not `ready`: the round gives their GPUs' time to others until
-  they step (torchrun and imports take seconds).
+- Starting jobs (placed, or registered more than `STARTUP_GRACE_S` ago and
+  let run but no step reported yet) are not `ready`: the round gives their
+  GPUs' time to others until they step (torchrun and imports take seconds).
 - Arrival: when the job was submitted, else registered; slow-down counts
   the wait from there, less the job's start-up (placement to registration:
   torchrun, imports, which no policy controls): a placed job's clock stands
@@ -32,6 +32,11 @@ from gpufair.scheduler.snapshot import JobEstimate
 from gpufair.scheduler.submissions import Submission
 
 UNKNOWN_ALONE_S = 3600.0  # a job of unknown length counts as an hour alone
+#: A registered job steps within this long as a rule (its trainers register just
+#: before training): it gets its time at once, so the jobs it holds stop before its
+#: first step instead of slowing it for a round or two. One that has not stepped
+#: by then is still starting (loading data, say), and its GPUs' time goes to others.
+STARTUP_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class Fleet:
     gpus: tuple[Gpu, ...]
     submissions: Mapping[str, Submission]  # the waiting ones, by job
     starting: frozenset[str] = frozenset()  # placed submissions whose trainers have not registered
-    unstarted: frozenset[str] = frozenset()  # registered jobs with no step reported yet
+    unstarted: frozenset[str] = frozenset()  # registered over STARTUP_GRACE_S ago, no step reported yet
 
 
 def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
@@ -72,7 +77,8 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
     """The active registered jobs and the unplaced submissions (module docstring)."""
     decided = {j.job: j for j in cluster.jobs}
     unstarted = frozenset(v.spec.job_id for v in views if v.active and not (
-        estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0))
+        estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0) and (
+        v.life is None or now - v.life.registered_unix_s > STARTUP_GRACE_S))
     jobs, gpus = [], {}
     for view in sorted((v for v in views if v.active), key=lambda v: v.spec.job_id):
         spec, est = view.spec, estimates.get(view.spec.job_id)

@@ -52,8 +52,9 @@ def _runners(shares: Mapping[str, tuple[float, ...]], jobs: Mapping[str, FleetJo
 def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
     """The round's shares as the trainers get them: a job held only for jobs still
     starting (placed, trainers not registered: torchrun and imports take seconds;
-    or registered with no step yet) keeps its GPUs' whole time until they step,
-    instead of idling them. Placed jobs get theirs when they register."""
+    or registered over `STARTUP_GRACE_S` ago with no step yet) keeps its GPUs'
+    whole time until they step, instead of idling them. Placed jobs get theirs
+    when they register."""
     jobs = {j.job: j for j in fleet.jobs}
     for name, devices in plan.admitted.items():
         jobs[name] = replace(jobs[name], gpus=devices)

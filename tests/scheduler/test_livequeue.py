@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpufair.scheduler.fleetview import Fleet, build_fleet
+from gpufair.scheduler.fleetview import STARTUP_GRACE_S, Fleet, build_fleet
+from gpufair.scheduler.lifecycle import JobLife, Phase
 from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import JobSpec, Placement, Split
 from gpufair.scheduler.livequeue import live_shares, queue_entries
@@ -82,5 +83,9 @@ def test_starting_jobs_are_not_ready_and_a_job_held_before_its_first_step_is() -
     spec = lambda name: JobSpec(name, "m", 8, 800, (Placement(0, "n", "g0"),), 8.0)  # noqa: E731
     let_run = JobView(spec("run"), Split(1, 0, (8,), "x", "", NOW), None, 1)
     held = JobView(spec("held"), Split(1, 0, (8,), "x", "", NOW, shares=(0.0,)), None, 1)
-    fleet = build_fleet([let_run, held], {}, ClusterState(()), [placed], NOW)
-    assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "p": False}
+    just = JobView(spec("just"), Split(1, 0, (8,), "x", "", NOW), None, 1,
+                   JobLife(1, Phase.RUNNING, NOW - STARTUP_GRACE_S / 2))
+    fleet = build_fleet([let_run, held, just], {}, ClusterState(()), [placed], NOW)
+    # Registered a moment ago: about to step, so it gets its time (and holds others) at once.
+    assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "just": True, "p": False}
+    assert fleet.unstarted == {"run", "held"}
