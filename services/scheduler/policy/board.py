@@ -15,8 +15,10 @@ from gpufair.scheduler.policy.priority import priority_order
 #: only once its slack to its slow-down deadline falls to this fraction of
 #: its exclusive time. Reserving for every blocked head job (plain EASY)
 #: idled reserved GPUs for 4-13 % of the time on the shared mixes while
-#: preemption by pacing already keeps large jobs from starving.
-RESERVE_LAXITY = 0.5
+#: preemption by pacing already keeps large jobs from starving; at 0.5 the
+#: empty reserved GPUs were still the largest idle part in the worst cells
+#: (0.25-0.5 measured, bench/scheduler/HISTORY.md round 9).
+RESERVE_LAXITY = 0.35
 _WHOLE = 0.99  # a share this large is the whole GPU (shares are rounded for the trainers)
 
 
