@@ -227,10 +227,19 @@ class SplitAgreement:
         return True
 
     def launch(self, step: int) -> None:
-        """Start the exchange of agreement step `step` (no-op at other steps)."""
-        if step % self.every:
+        """Start the exchange of agreement step `step` (no-op at other steps).
+        While paced, every step is an agreement step: a paced step is long (its
+        rank holds for most of it), and a new command (more time, say) should not
+        wait `every` of them."""
+        if step % self.every and not self._paced_at(step - 1):
             return
         self._launch(step)
+
+    def _paced_at(self, step: int) -> bool:
+        # The same on every rank: the schedule is agreed.
+        with self._lock:
+            shares = self._in_force(step).shares
+        return bool(shares) and min(shares) < 1.0
 
     def exchange_now(self, step: int) -> ScheduledSplit | None:
         """Exchange rows at `step` whatever the interval: the ranks of a held job,

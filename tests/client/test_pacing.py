@@ -179,3 +179,28 @@ def test_a_job_held_mid_training_resumes_where_it_holds_when_its_loader_ran_ahea
     assert not agreement.held_at(5)
     assert [agreement.entry_for_step(s).split for s in (5, 8, 9)] == [(2, 2), (2, 2), (3, 1)]
     assert all(agreement.entry_for_step(s).shares == (1.0, 0.5) for s in (5, 8, 9))
+
+
+def test_a_paced_job_agrees_every_step_so_more_time_reaches_it_at_once():
+    """Unpaced, ranks agree every `every` steps (5 here); paced, a step lasts
+    1/share times longer, so every step is an agreement step and a command that
+    gives it more time applies at the next one, not up to `every` long steps later."""
+    agreement = SplitAgreement((4,), 4, world_size=1, exchanger=LocalExchanger(), every=5)
+    for step in range(1, 11):
+        agreement.launch(step)
+        agreement.complete()
+    assert agreement.stats().agreements == 2  # steps 5 and 10
+    agreement.offer(SplitCommand(1, 0, (4,), (0.25,), "paced"))
+    agreement.launch(15)
+    agreement.complete()
+    for step in range(16, 19):
+        agreement.launch(step)
+        agreement.complete()
+    assert agreement.stats().agreements == 6  # 15, then every step: 16, 17, 18
+    agreement.offer(SplitCommand(2, 0, (4,), (), "its GPU to itself"))
+    agreement.launch(19)
+    agreement.complete()
+    assert agreement.entry_for_step(19).shares == ()  # applied at once, not at step 20
+    agreement.launch(21)
+    agreement.complete()
+    assert agreement.stats().agreements == 7  # unpaced again: step 21 is no agreement step

@@ -130,10 +130,11 @@ def test_both_ranks_pace_and_hold_from_the_same_steps(runs):
     assert seen[0] == seen[1]
     shares = [s for _, s in seen[0]]
     assert shares[0] == (0.5, 0.5) and shares[-1] == (1.0, 0.5)
-    # The hold reached rank 1 at step 3, rank 0 at step 4; the next agreement
-    # (step 6) held both there, and they resumed at that very step.
+    # The hold reached rank 1 at step 3, rank 0 at step 4; paced, every step is an
+    # agreement step, so the next one (step 5; unpaced it would be 6) held both
+    # there, and they resumed at that very step.
     held = [step for step, s in seen[0] if s == (0.0, 0.0)]
-    assert held == [] and dict(seen[0])[6] == (1.0, 0.5) and dict(seen[0])[5] == (0.5, 0.5)
+    assert held == [] and dict(seen[0])[5] == (1.0, 0.5) and dict(seen[0])[4] == (0.5, 0.5)
 
 
 if __name__ == "__main__":
