@@ -96,12 +96,12 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         arrival = life.registered_unix_s if life is not None else 0.0
         split = view.split.batch_sizes if view.split else even_split(batch, n)
         caps = [r.max_batch for r in ranks if r.max_batch > 0]
-        # Starting: told to run but no step yet (a job held before its first step is not).
-        starting = spec.job_id in unstarted and not (view.split and view.split.held)
+        # Still starting: told to run but no step yet (a job held before its first step is not).
+        not_ready = spec.job_id in unstarted and not (view.split and view.split.held)
         jobs.append(FleetJob(spec.job_id, n, batch, arrival, float(total), rate, sample, step,
                              min(float(est.samples_done) if est else 0.0, float(total) * 0.999999),
                              spec.model, min(caps) if caps else None,
-                             tuple(r.device_id for r in ranks), tuple(split), ready=not starting))
+                             tuple(r.device_id for r in ranks), tuple(split), ready=not not_ready))
     waiting = {}
     for s in sorted(submissions, key=lambda s: s.job_id):
         for d in s.devices:

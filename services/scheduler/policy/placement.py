@@ -16,14 +16,14 @@ share a GPU with (a pair measured unable to co-run). None means fewer than
   `sliced.py` say what they predict). The job's outcome is set by its
   worst GPU, so the smallest possible largest score is the `need`-th
   smallest score, and any `need` GPUs within it reach it: this choice is
-  exact, not a heuristic. Among those it takes the GPUs holding the
-  fewest jobs, (multi-GPU jobs) all in one node when one node can hold
-  it, preferring a node whose cache holds the job's dataset, then the
-  node left fullest; then (given `gang`: per GPU the resident a newcomer
-  there would newly hold back, -1 for none) the GPUs that idle the fewest
-  others: a held multi-GPU job idles every GPU of its own, so a newcomer
-  takes GPUs whose resident is held already or all of one resident's GPUs
-  before part of another's; then the lowest scores and numbers.
+  exact, not a heuristic. Among those it takes (multi-GPU jobs) GPUs all
+  in one node when one node can hold it, preferring a node whose cache
+  holds the job's dataset, then the node left fullest; there (given
+  `gang`: per GPU the resident a newcomer there would newly hold back, -1
+  for none) the GPUs that idle the fewest others first: a held multi-GPU
+  job idles every GPU of its own, so a newcomer takes GPUs whose resident
+  is held already or all of one resident's GPUs before part of another's;
+  then the GPUs holding the fewest jobs, the lowest scores and numbers.
 """
 
 from __future__ import annotations
