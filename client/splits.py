@@ -231,6 +231,7 @@ class SplitAgreement:
         While paced, every step is an agreement step: a paced step is long (its
         rank holds for most of it), and a new command (more time, say) should not
         wait `every` of them."""
+        self.complete()  # the schedule read below is then the agreed one on every rank
         if step % self.every and not self._paced_at(step - 1):
             return
         self._launch(step)
@@ -351,8 +352,11 @@ class SplitAgreement:
             return None
         answered = max(r[2] for r in rows)
         effective = max(apply_step, step)
+        keep = bisect.bisect_left(self._starts, effective)
+        # The entries in force from `effective` through the last step any rank handed out.
+        handed_out = [self._in_force(effective)] + [e for e in self._schedule[keep:] if e.effective_step <= answered]
         split_at = effective
-        if split != self._in_force(effective).split:
+        if any(e.split != split for e in handed_out):
             split_at = max(effective, answered + 1)  # never revise a split handed out
             if self._answered >= split_at:
                 # Only if split_for_step runs on another thread during sync (unsupported).
@@ -362,18 +366,15 @@ class SplitAgreement:
         # each step, and a held job (which draws no batch while held) would never
         # reach a later step. Steps handed out keep their splits under the new
         # shares; a newer command supersedes older ones not yet in force.
-        keep = bisect.bisect_left(self._starts, effective)
-        handed_out = [self._in_force(effective)] + [e for e in self._schedule[keep:] if e.effective_step < split_at]
-        del self._schedule[keep:], self._starts[keep:]
-        if split_at > effective and any(old.shares != shares for old in handed_out):
-            for old in handed_out:
-                start = max(old.effective_step, effective)
-                if not self._starts or self._starts[-1] < start:
-                    self._schedule.append(ScheduledSplit(start, old.version, old.split, shares))
-                    self._starts.append(start)
+        if split_at > effective and all(old.shares == shares for old in handed_out):
+            keep = bisect.bisect_left(self._starts, split_at)  # the steps handed out stand as they are
+            del self._schedule[keep:], self._starts[keep:]
+        else:
+            del self._schedule[keep:], self._starts[keep:]
+            for old in handed_out if split_at > effective else ():
+                self._append(ScheduledSplit(max(old.effective_step, effective), old.version, old.split, shares))
         entry = ScheduledSplit(split_at, version, split, shares)
-        self._schedule.append(entry)
-        self._starts.append(split_at)
+        self._append(entry)
         self._agreed_version = version
         if self._pending is not None and self._pending.version <= version:
             self._pending = None
@@ -387,12 +388,20 @@ class SplitAgreement:
         if not current.held or not any(r[3] for r in rows):
             return None
         keep = bisect.bisect_left(self._starts, step)
+        later = self._schedule[keep:]
         del self._schedule[keep:], self._starts[keep:]
         entry = ScheduledSplit(step, current.version, current.split, ())
-        self._schedule.append(entry)
-        self._starts.append(step)
+        self._append(entry)
+        for e in later:  # their splits stand (some may be handed out), unpaced
+            self._append(ScheduledSplit(e.effective_step, e.version, e.split, ()))
         logger.warning("control plane lost while the scheduler held the job; training unpaced from step %d", step)
         return entry
+
+    def _append(self, entry: ScheduledSplit) -> None:
+        """Schedule `entry` after the last one; a start already taken keeps its entry."""
+        if not self._starts or self._starts[-1] < entry.effective_step:
+            self._schedule.append(entry)
+            self._starts.append(entry.effective_step)
 
     def _fail(self) -> None:
         self._failed = True

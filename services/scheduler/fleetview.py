@@ -9,9 +9,10 @@ round planner's input (`policy.FleetJob`, `policy.Gpu`) (pure).
   tenth of the step fixed; a job with no known speed at all (held since it
   registered, no profile, no figure from its submitter) counts as
   `UNKNOWN_ALONE_S` of work alone, so it is neither starved nor rushed.
-- Starting jobs (placed, or registered more than `STARTUP_GRACE_S` ago and
-  let run but no step reported yet) are not `ready`: the round gives their
-  GPUs' time to others until they step (torchrun and imports take seconds).
+- Starting jobs (placed, or let run more than `STARTUP_GRACE_S` ago, at
+  registration or released from a hold, with no step reported yet) are not
+  `ready`: the round gives their GPUs' time to others until they step
+  (torchrun and imports take seconds).
 - Arrival: when the job was submitted, else registered; slow-down counts
   the wait from there, less the job's start-up (placement to registration:
   torchrun, imports, which no policy controls): a placed job's clock stands
@@ -47,7 +48,7 @@ class Fleet:
     gpus: tuple[Gpu, ...]
     submissions: Mapping[str, Submission]  # the waiting ones, by job
     starting: frozenset[str] = frozenset()  # placed submissions whose trainers have not registered
-    unstarted: frozenset[str] = frozenset()  # registered over STARTUP_GRACE_S ago, no step reported yet
+    unstarted: frozenset[str] = frozenset()  # let run over STARTUP_GRACE_S ago, no step reported yet
 
 
 def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
@@ -72,13 +73,21 @@ def startup_excluded(s: Submission, now: float) -> float:
     return s.submitted_unix_s + max(now - s.placed_unix_s, 0.0) if s.placed else s.submitted_unix_s
 
 
+def _let_run_since(view: JobView) -> float:
+    """When the job was last told to run: registered, or released from a hold
+    (a job held before its first step starts only then); 0 if unknown."""
+    registered = view.life.registered_unix_s if view.life is not None else 0.0
+    split = view.split
+    return max(registered, split.issued_unix_s if split is not None and not split.held else 0.0)
+
+
 def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], cluster: ClusterState,
                 submissions: Sequence[Submission], now: float) -> Fleet:
     """The active registered jobs and the unplaced submissions (module docstring)."""
     decided = {j.job: j for j in cluster.jobs}
     unstarted = frozenset(v.spec.job_id for v in views if v.active and not (
         estimates.get(v.spec.job_id) and estimates[v.spec.job_id].samples_done > 0) and (
-        v.life is None or now - v.life.registered_unix_s > STARTUP_GRACE_S))
+        now - _let_run_since(v) > STARTUP_GRACE_S))
     jobs, gpus = [], {}
     for view in sorted((v for v in views if v.active), key=lambda v: v.spec.job_id):
         spec, est = view.spec, estimates.get(view.spec.job_id)

@@ -26,7 +26,7 @@ from gpufair.scheduler.livequeue import LiveQueueEntry, live_shares, queue_entri
 from gpufair.scheduler.policy import PolicyConfig, WarmStart, decide, moved_fraction
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.fleet import RoundPlan
-from gpufair.scheduler.policy.model import even_split
+from gpufair.scheduler.policy.rounding import round_split
 from gpufair.scheduler.registry import JobRegistry
 from gpufair.scheduler.snapshot import JobEstimate, JobMetrics, Profiles
 from gpufair.scheduler.sources import PolicySettings, PolicyStore
@@ -257,7 +257,8 @@ class DecisionLoop:
         shares = tuple(round(x, 2) for x in shares)
         planned = plan.splits.get(job)
         if planned is None and not is_held(shares):  # given its GPUs while the plan held it (live_shares)
-            planned = even_split(view.spec.global_batch, len(shares))
+            caps = [r.max_batch or None for r in sorted(view.spec.ranks, key=lambda r: r.rank)]
+            planned = round_split([1.0] * len(caps), view.spec.global_batch, caps)
         sizes = view.pinned or planned or (old.batch_sizes if old else ())
         if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
             sizes = old.batch_sizes

@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 from torch.utils.data import TensorDataset
 
@@ -204,3 +206,44 @@ def test_a_paced_job_agrees_every_step_so_more_time_reaches_it_at_once():
     agreement.launch(21)
     agreement.complete()
     assert agreement.stats().agreements == 7  # unpaced again: step 21 is no agreement step
+
+
+def _handed_out(agreement: SplitAgreement, through: int) -> dict[int, tuple[int, ...]]:
+    return {s: agreement.split_for_step(s) for s in range(through + 1)}
+
+
+@pytest.mark.parametrize("second", [(1, 3), (2, 2)])
+def test_a_later_command_never_revises_a_step_a_prefetching_loader_drew(second):
+    """Paced, the ranks agree every step: a split scheduled at step 9 and drawn for
+    steps 9-10 stands when a newer one (also one equal to the split before it)
+    arrives at step 5; the newer one applies from step 11."""
+    agreement = SplitAgreement((2, 2), 4, world_size=2, exchanger=LocalExchanger(), initial_shares=(0.5, 0.5))
+    drawn = _handed_out(agreement, 8)
+    agreement.offer(SplitCommand(1, 0, (3, 1), (0.5, 0.5)))
+    agreement.sync(4)
+    assert agreement.entry_for_step(9).split == (3, 1)
+    drawn = _handed_out(agreement, 10)
+    agreement.offer(SplitCommand(2, 0, second, (0.5, 0.5)))
+    agreement.sync(5)
+    assert _handed_out(agreement, 10) == drawn and drawn[9] == drawn[10] == (3, 1)
+    assert agreement.split_for_step(11) == second
+
+
+_command = st.builds(lambda v, a, b, sh: SplitCommand(v, a, (b, 8 - b), sh), st.integers(1, 30), st.integers(0, 20),
+                     st.integers(1, 7), st.sampled_from([(), (0.5, 0.5), (0.0, 0.0), (1.0, 0.25)]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 14), st.lists(_command, max_size=2), max_size=6), st.integers(1, 4),
+       st.integers(0, 3))
+def test_no_command_with_or_without_shares_revises_a_step_handed_out(offers, every, prefetch):
+    agreement = SplitAgreement((4, 4), 8, world_size=2, exchanger=LocalExchanger(), every=every)
+    first: dict[int, tuple[int, ...]] = {}
+    for step in range(16):
+        for command in offers.get(step, []):
+            agreement.offer(command)
+        agreement.launch(step)
+        agreement.complete()
+        for ahead in range(step, step + prefetch + 1):
+            first.setdefault(ahead, agreement.split_for_step(ahead))
+    assert {s: agreement.split_for_step(s) for s in first} == first

@@ -163,3 +163,14 @@ async def test_a_job_given_its_gpus_while_the_plan_holds_it_runs_the_even_split(
     await world.loop._pace(view, plan, (1.0, 1.0), None, PolicySettings("sd-maxmin", 1.0, 0.0), {}, 1.0)
     now = await world.stored_split("a")
     assert now.version == lent.version + 1 and now.batch_sizes == (32, 32) and now.shares == ()
+
+
+async def test_that_split_respects_a_ranks_memory_cap(world: _World) -> None:
+    ranks = (Placement(0, "n1", "c-g0", max_batch=16), Placement(1, "n1", "c-g1"))
+    split = (await world.registry.register(JobSpec("c", "resnet", 64, 64_000, ranks), (16, 48), "balance")).split
+    await world.registry.write_split("c", Split(split.version + 1, 0, (8, 56), "sd-maxmin", "paced", NOW, 1.0, (0.1, 1.0)))
+    await world.registry.wait_seen(world.state.revision)
+    view = next(v for v in world.registry.views() if v.spec.job_id == "c")
+    await world.loop._pace(view, RoundPlan(shares={"c": (0.0, 0.0)}), (1.0, 1.0), None,
+                           PolicySettings("sd-maxmin", 1.0, 0.0), {}, 1.0)
+    assert (await world.stored_split("c")).batch_sizes == (16, 48)

@@ -81,11 +81,17 @@ def test_starting_jobs_are_not_ready_and_a_job_held_before_its_first_step_is() -
     placed = Submission("p", 1, "n", ("g1",), global_batch=8, total_samples=800, exclusive_rate=8.0,
                         submitted_unix_s=NOW - 30, placed=("g1",), placed_unix_s=NOW - 20)
     spec = lambda name: JobSpec(name, "m", 8, 800, (Placement(0, "n", "g0"),), 8.0)  # noqa: E731
-    let_run = JobView(spec("run"), Split(1, 0, (8,), "x", "", NOW), None, 1)
-    held = JobView(spec("held"), Split(1, 0, (8,), "x", "", NOW, shares=(0.0,)), None, 1)
-    just = JobView(spec("just"), Split(1, 0, (8,), "x", "", NOW), None, 1,
+    long_ago = NOW - 2 * STARTUP_GRACE_S
+    let_run = JobView(spec("run"), Split(1, 0, (8,), "x", "", long_ago), None, 1, JobLife(1, Phase.RUNNING, long_ago))
+    held = JobView(spec("held"), Split(1, 0, (8,), "x", "", NOW, shares=(0.0,)), None, 1,
+                   JobLife(1, Phase.RUNNING, long_ago))
+    just = JobView(spec("just"), Split(1, 0, (8,), "x", "", NOW - 1), None, 1,
                    JobLife(1, Phase.RUNNING, NOW - STARTUP_GRACE_S / 2))
-    fleet = build_fleet([let_run, held, just], {}, ClusterState(()), [placed], NOW)
-    # Registered a moment ago: about to step, so it gets its time (and holds others) at once.
-    assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "just": True, "p": False}
+    released = JobView(spec("released"), Split(2, 0, (8,), "x", "", NOW - 1), None, 1,
+                       JobLife(1, Phase.RUNNING, long_ago))
+    fleet = build_fleet([let_run, held, just, released], {}, ClusterState(()), [placed], NOW)
+    # Registered, or released from a hold, a moment ago: about to step, so it gets its
+    # time (and holds others) at once.
+    assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "just": True, "released": True,
+                                                    "p": False}
     assert fleet.unstarted == {"run", "held"}
