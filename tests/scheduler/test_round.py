@@ -243,7 +243,7 @@ def test_gpus_a_held_job_leaves_idle_go_first_and_gangs_whole():
     gang = np.array([5, 7, -1, 7, 5, 9])  # GPU 2's resident is held already; 9 has one GPU here
     pick = lambda need: choose("sd", need, np.arange(6), count, np.random.default_rng(0), score, gang=gang)  # noqa: E731
     assert pick(1) == (2,)
-    assert pick(2) in ((2, 5),)  # the one-GPU gang idles nothing more
+    assert pick(2) == (2, 5)  # the one-GPU gang idles nothing more
     assert pick(3) in ((0, 2, 4), (1, 2, 3))  # a whole two-GPU gang with the free GPU
 
 
