@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.sim import SimConfig, load_colocation, simulate
 from gpufair.scheduler.sim.generate import exclusive_samples_per_s, gavel_job_types, gavel_trace
 
@@ -57,6 +58,24 @@ def test_only_one_gpu_measured_scales_linearly(tmp_path):
     colo = load_colocation(_file(tmp_path, {f"('{model}', 1)": {"null": 4.0}}), "t4")
     assert colo.scales_measured(model) == (1,)
     assert exclusive_samples_per_s(colo, model, 8) == pytest.approx(8 * 4.0 * 32)
+
+
+def test_bare_model_keys_are_one_gpu_measurements_as_in_gavels_simulator_files(tmp_path):
+    a, b = "ResNet-18 (batch size 64)", "A3C"
+    colo = load_colocation(_file(tmp_path, {
+        a: {"null": 10.0, a: [4.0, 4.0], b: [4.0, 0.6]},
+        b: {"null": 2.0, a: [0.6, 4.0], b: [0.0, 0.0]},
+    }), "t4")
+    assert colo.scales_measured(a) == (1,) and exclusive_samples_per_s(colo, a, 1) == pytest.approx(640)
+    assert colo.efficiency(a, [b]) == pytest.approx(2 * 4.0 / 10.0)
+    assert colo.efficiency(b, [a]) == pytest.approx(2 * 0.6 / 2.0)
+    assert not colo.compatible(b, b) and colo.compatible(a, b)
+
+
+@pytest.mark.parametrize("key", ["('ResNet-18', 'x')", "(1, 2, 3)", " "])
+def test_a_malformed_key_names_itself(tmp_path, key):
+    with pytest.raises(InvalidArgument, match="co-location key"):
+        load_colocation(_file(tmp_path, {key: {"null": 1.0}}), "t4")
 
 
 @pytest.mark.parametrize("gpu_type", ["k80", "p100"])

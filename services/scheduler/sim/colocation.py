@@ -3,6 +3,7 @@
 File format (Gavel `physical_cluster_throughputs.json`): GPU type -> job key
 `"('<model> (batch size N)', <gpus>)"` -> `"null"` (isolated steps/s) or
 another job key -> `[own, other]` steps/s while the two share the GPU(s).
+A bare model name as key (Gavel's simulator files) means 1 GPU.
 Gavel counts a multi-GPU job's steps over all its workers, each working on
 the key's batch size, so samples/s = steps/s x batch at every scale.
 
@@ -121,6 +122,13 @@ class Colocation:
 
 
 def _parse_key(key: str) -> tuple[str, int]:
+    """("model", gpus) from a key: a tuple string, or a bare model name meaning
+    1 GPU (the format of Gavel's simulator files, e.g. `oracle_throughputs.json`)."""
+    if not key.lstrip().startswith("("):
+        if not key.strip():
+            raise InvalidArgument("co-location key is empty; want a model name or a "
+                                  "('model', gpus) tuple")
+        return key, 1
     try:
         model, gpus = ast.literal_eval(key)
         return str(model), int(gpus)
