@@ -79,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
         sizes = _json_file(args.sizes, "dataset sizes")
         durations = _json_file(args.durations, "step durations")
         text = _read(args.file)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        return _error(f"cannot read {exc.filename or source}: {exc.strerror or exc}")
+    except ValueError as exc:
         return _error(str(exc))
     try:
         pipeline = parse_pipeline(text, source, parameters=params)

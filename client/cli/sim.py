@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _configs(args: argparse.Namespace) -> list[tuple[str, dict]]:
     """(label, SimConfig keywords) of the main run and every --compare entry."""
+    from gpufair.scheduler.policy import policy_names
     from gpufair.scheduler.policy.fleet import PRESETS
 
     def levers(preset: str | None) -> dict:
@@ -76,19 +77,24 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, dict]]:
         if getattr(args, name) is not None:
             main[name] = getattr(args, name)
     if main["policy"] is None:
-        raise InvalidArgument("give --policy or --preset")
+        raise InvalidArgument("give --policy or --preset (--queue, --placement and --shares "
+                              "change a preset's parts)")
     runs = [(args.preset or main["policy"], main)]
     for item in (c.strip() for c in (args.compare or "").split(",")):
         if not item or item in {label for label, _ in runs}:
             continue
+        if item not in PRESETS and item not in policy_names():
+            raise InvalidArgument(f"--compare {item!r}: not a split policy "
+                                  f"({', '.join(policy_names())}) or a preset "
+                                  f"({', '.join(PRESETS)})")
         runs.append((item, levers(item) if item in PRESETS else {**main, "policy": item}))
     return runs
 
 
 def _table(summaries: list[tuple[str, dict]]) -> str:
-    head = (f"{'run':<12} {'queue/placement/shares':<28} {'max_sd':>7} {'mean_sd':>7} "
+    head = (f"{'run':<12} {'queue/placement/shares':<32} {'max_sd':>7} {'mean_sd':>7} "
             f"{'p95_sd':>7} {'mean_jct_s':>10} {'gpu_util':>8} {'makespan_s':>10}")
-    rows = [f"{label:<12} {s['queue'] + '/' + s['placement'] + '/' + s['shares']:<28} "
+    rows = [f"{label:<12} {s['queue'] + '/' + s['placement'] + '/' + s['shares']:<32} "
             f"{s['max_sd']:>7.2f} {s['mean_sd']:>7.2f} {s['p95_sd']:>7.2f} "
             f"{s['mean_jct_s']:>10.0f} {s['gpu_util']:>8.1%} {s['makespan_s']:>10.0f}"
             for label, s in summaries]
@@ -148,6 +154,11 @@ def run_sim(args: argparse.Namespace) -> int:
         missing = [f"--{n}" for n in ("gpus", "workload") if getattr(args, n) is None]
         if missing:
             raise InvalidArgument(f"a simulation needs {', '.join(missing)}")
+        for flag, value, least in (("--gpus", args.gpus, 1), ("--max-per-gpu", args.max_per_gpu, 1)):
+            if value < least:
+                raise InvalidArgument(f"{flag} must be at least {least}, got {value}")
+        if not args.period > 0:
+            raise InvalidArgument(f"--period must be a positive number of seconds, got {args.period:g}")
         colo = load_colocation(args.colocation, args.gpu_type)
         trace = load_workload(args.workload)
         results = [(label, simulate(colo, trace, SimConfig(

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.client.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_json_flag, call,
@@ -26,7 +27,17 @@ from gpufair.client.config import ClientConfig
 from gpufair.common import env
 from gpufair.local.procs import with_parent_death
 
-_POLL_S = 0.5
+_POLL_S = 0.5  # while queued
+_FIRST_POLL_S = 0.02  # a submission wakes the scheduler: most are placed within tens of ms
+
+
+def poll_delays() -> Iterator[float]:
+    """Seconds between placement polls: doubling from `_FIRST_POLL_S` to `_POLL_S`,
+    so a job placed at once starts at once and a queued one costs 2 calls a second."""
+    delay = _FIRST_POLL_S
+    while True:
+        yield delay
+        delay = min(2 * delay, _POLL_S)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,7 +84,7 @@ def _progress(entry: pb.QueueEntry, waited: float) -> str:
 
 def _wait_for_placement(job: str, tty: bool) -> tuple[pb.Submission | None, int]:
     """Poll until placed: (submission, EXIT_OK), or (None, exit code)."""
-    started, last = time.monotonic(), ""
+    started, last, delays = time.monotonic(), "", poll_delays()
     while True:
         res, code = call(f"submit {job}", "scheduler", "GetSubmission", pb.GetSubmissionRequest(job_id=job))
         if code:
@@ -90,7 +101,7 @@ def _wait_for_placement(job: str, tty: bool) -> tuple[pb.Submission | None, int]
         elif line.split(",")[0] != last.split(",")[0]:
             print(line, file=sys.stderr, flush=True)
         last = line
-        time.sleep(_POLL_S)
+        time.sleep(next(delays))
 
 
 def _launch(args: argparse.Namespace, job: str, placed: list[str], local: dict[str, str], emulated: bool

@@ -53,8 +53,9 @@ def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
     """The round's shares as the trainers get them: a job held only for jobs still
     starting (placed, trainers not registered: torchrun and imports take seconds;
     or registered over `STARTUP_GRACE_S` ago with no step yet) keeps its GPUs'
-    whole time until they step, instead of idling them. Placed jobs get theirs
-    when they register."""
+    whole time until they step, instead of idling them. A job that lent time
+    runs unpaced (`RoundPlan.unpaced`). Placed jobs get theirs when they
+    register."""
     jobs = {j.job: j for j in fleet.jobs}
     for name, devices in plan.admitted.items():
         jobs[name] = replace(jobs[name], gpus=devices)
@@ -66,7 +67,8 @@ def live_shares(plan: RoundPlan, fleet: Fleet) -> dict[str, tuple[float, ...]]:
         if name in starting:
             continue
         ahead = {r for d in jobs[name].gpus for r in runners.get(d, ()) if r != name}
-        out[name] = (1.0,) * len(shares) if is_held(shares) and ahead and ahead <= not_stepping else shares
+        whole = name in plan.unpaced or (is_held(shares) and ahead and ahead <= not_stepping)
+        out[name] = (1.0,) * len(shares) if whole else shares
     return out
 
 

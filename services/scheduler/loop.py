@@ -267,6 +267,8 @@ class DecisionLoop:
             why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
         elif min(shares, default=1.0) < 0.99:
             why = f"paced to {', '.join(f'{x:.0%}' for x in shares)} of its GPUs' time"
+        elif job in plan.unpaced:
+            why = "lends part of its GPUs' time to a held job, unpaced"
         else:
             why = "runs with its GPUs to itself"
         shares = () if not held and min(shares, default=1.0) >= 0.99 else shares

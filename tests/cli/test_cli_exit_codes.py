@@ -80,3 +80,16 @@ def test_a_bad_environment_is_one_line_and_2(env: dict[str, str], words: str) ->
 def test_a_service_that_is_down_is_1() -> None:
     done = _cli({"GPUFAIR_SCHEDULER_ADDR": f"127.0.0.1:{free_port()}"}, "policy", "get")
     assert done.returncode == EXIT_FAIL and "unreachable" in done.stderr
+
+
+def test_submit_polls_placement_fast_at_first_then_at_the_queue_rate() -> None:
+    """A submission wakes the scheduler, so a job placed at once must not wait a
+    whole queue poll to start; a queued one settles to `_POLL_S` between calls."""
+    from itertools import islice
+
+    from gpufair.client.cli import submit
+
+    delays = list(islice(submit.poll_delays(), 12))
+    assert delays[0] < 0.1 * submit._POLL_S
+    assert delays == sorted(delays) and delays[-1] == submit._POLL_S
+    assert sum(delays[:4]) < submit._POLL_S  # four looks within the old first wait

@@ -67,6 +67,8 @@ def test_bad_yaml_exits_2_with_one_line_on_stderr(tmp_path, capsys, content, nee
 
 def test_missing_file_and_bad_flags_exit_2(tmp_path, capsys) -> None:
     assert run_cli([str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"gpufair plan: cannot read {tmp_path / 'nope.yaml'}: No such file or directory"
     assert run_cli([str(FIXTURES / "v1-argo-artifact_pipeline.yaml"), "--bandwidth", "0"]) == 2
     assert run_cli([str(FIXTURES / "v1-argo-artifact_pipeline.yaml"), "-p", "novalue"]) == 2
     assert "Traceback" not in capsys.readouterr().err

@@ -78,7 +78,12 @@ def test_lever_errors_are_one_line_and_exit_2(capsys):
     for extra, needle in ((["--preset", "slurm"], "unknown preset 'slurm'"),
                           ([], "give --policy or --preset"),
                           (["--preset", "k8s", "--queue", "lifo"], "unknown queue 'lifo'"),
-                          (["--preset", "k8s", "--shares", "mps"], "unknown shares 'mps'")):
+                          (["--preset", "k8s", "--shares", "mps"], "unknown shares 'mps'"),
+                          (["--preset", "k8s", "--compare", "nonsense"],
+                           "not a split policy (even, balance, sd-feedback, sd-maxmin) or a preset (k8s, gpufair)"),
+                          (["--preset", "k8s", "--gpus", "0"], "--gpus must be at least 1, got 0"),
+                          (["--preset", "k8s", "--period", "0"], "--period must be a positive"),
+                          (["--preset", "k8s", "--max-per-gpu", "0"], "--max-per-gpu must be at least 1")):
         assert run(argv + extra) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and "\n" not in err

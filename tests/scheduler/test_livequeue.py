@@ -49,6 +49,12 @@ def test_a_job_admitted_this_round_counts_as_starting_on_the_gpus_it_got() -> No
     assert live_shares(plan, fleet) == {"old": (1.0, 1.0)}
 
 
+def test_a_lender_runs_unpaced_while_its_borrower_stays_paced() -> None:
+    fleet = _fleet(_job("short", ("g0",)), _job("long", ("g0", "g1"), n=2))
+    plan = RoundPlan(shares={"short": (0.8,), "long": (0.2, 1.0)}, unpaced=frozenset({"short"}))
+    assert live_shares(plan, fleet) == {"short": (1.0,), "long": (0.2, 1.0)}
+
+
 def test_a_job_held_for_both_a_starting_and_a_registered_job_stays_held() -> None:
     fleet = _fleet(_job("old", ("g0", "g1"), n=2), _job("new", ("g0",)), _job("run", ("g1",)),
                    starting=frozenset({"new"}))

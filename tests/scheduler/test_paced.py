@@ -85,6 +85,8 @@ def test_a_held_job_borrows_a_sliver_and_every_gpu_stays_within_its_time():
     assert 0 < shares["wide"][0] <= LEND_MAX
     assert shares["small"][0] + shares["wide"][0] <= 1 + 1e-9
     assert all(-1e-9 <= x <= 1 for x in filler.left)
+    # The plan divides GPU 0; the lender's trainers run unpaced, the borrower paced.
+    assert filler.unpaced() == {"small"} and shares["small"][0] < 1
 
 
 def test_no_loan_that_would_push_a_lender_past_the_slow_down_cap():

@@ -164,7 +164,7 @@ def _paced(board: Board) -> RoundPlan:
     shares = {name: tuple(max(s, 0.0) for s in v) for name, v in filler.shares().items()}
     for job, ranks, _ in held:
         shares.setdefault(job.job, (0.0,) * len(ranks))
-    return board.plan(shares, filler.splits(), outlook(board, look))
+    return board.plan(shares, filler.splits(), outlook(board, look), filler.unpaced())
 
 
 def plan_round(jobs: Sequence[FleetJob], gpus: Sequence[Gpu], now: float, levers: Levers,

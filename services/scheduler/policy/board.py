@@ -159,7 +159,7 @@ class Board:
         return out
 
     def plan(self, shares: dict | None = None, splits: dict | None = None,
-             outlook: object | None = None) -> RoundPlan:
+             outlook: object | None = None, unpaced: frozenset[str] = frozenset()) -> RoundPlan:
         """The round's outcome (`shares` None: time-sliced)."""
         return RoundPlan(self.admitted, shares or {}, splits or {}, tuple(self.queue),
-                         self.rank, self.target, outlook, self.placed(shares))
+                         self.rank, self.target, outlook, self.placed(shares), unpaced)

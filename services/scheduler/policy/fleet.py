@@ -185,6 +185,9 @@ class RoundPlan:
     outlook: with paced shares and `sd` placement, what an arrival meets on
       every GPU, for placing it before the next round (`arrival.py`).
     placed: every admitted job -> why it went there.
+    unpaced: jobs that lent GPU time and yet run unpaced (`paced.Filler.unpaced`):
+      `shares` stays the planned division of each GPU (summing to at most 1),
+      what their trainers are told is share 1.
     """
 
     admitted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -195,6 +198,7 @@ class RoundPlan:
     target_sd: float = 1.0
     outlook: object | None = None
     placed: Mapping[str, Placed] = field(default_factory=dict)
+    unpaced: frozenset[str] = frozenset()
 
 
 def validate_fleet(jobs: Sequence[FleetJob], gpus: Sequence[Gpu]) -> None:

@@ -3,7 +3,10 @@
 A paced rank is held for part of every step so that it uses at most its
 commanded share s of its GPU's time; the time it leaves goes to the other
 ranks there. A real rank realises it by holding for w (1/s - 1) seconds
-after each step of w busy seconds. The model:
+after each step of w busy seconds. Only borrowers are paced: a job that
+lends runs unpaced and takes what its borrowers leave, since two paced
+ranks idle their GPU whenever both hold at once (`Filler.unpaced`; the
+plan's shares still divide each GPU). The model:
 - a job's ranks step together, so its speed is set by its tightest rank:
   x_j = min_r s_r e_r / w_r steps/s, w_r = sec_per_step + sec_per_sample
   b_r its exclusive busy seconds per step at batch b_r;
@@ -163,6 +166,7 @@ class _Fit:
     eff: list[float]
     lender: bool = True  # ran alone in pass 1 and lent nothing yet: may lend slivers
     natural: bool = False  # at its exclusive speed: unpaced (its commanded shares are 1)
+    lent: bool = False  # gave a borrower time (`Filler.unpaced`)
 
     def shares(self) -> list[float]:
         """The GPU time it uses, per rank."""
@@ -201,6 +205,13 @@ class Filler:
     def shares(self) -> dict[str, tuple[float, ...]]:
         """Every job given time -> its per-rank shares."""
         return {name: tuple(fit.commanded()) for name, fit in self._fits.items()}
+
+    def unpaced(self) -> frozenset[str]:
+        """The jobs that lent time and yet run unpaced: each takes what its paced
+        borrowers leave of its GPUs, so a borrower that does not use its share
+        (between its steps) leaves no GPU idle. The planned shares still bound
+        the borrowers, and so what the lender loses."""
+        return frozenset(name for name, fit in self._fits.items() if fit.lent and not fit.natural)
 
     def splits(self) -> dict[str, tuple[int, ...]]:
         """Every job given time -> its split."""
@@ -301,7 +312,7 @@ class Filler:
             loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
             # A job lends once a round: its efficiencies now count this borrower.
             refits.append(_Fit(lender.job, lender.gpus, l_split, l_steps, l_eff, lender=False,
-                               natural=natural))
+                               natural=natural, lent=True))
         gain = job.num_gpus * mine.steps / exclusive_steps(job)
         if gain <= LEND_WEIGHT * max(loss, 0.0):
             return None
