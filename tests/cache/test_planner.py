@@ -253,6 +253,13 @@ def test_argo_pvc_claim_made_at_run_time_is_a_note_not_a_dataset() -> None:
     assert len(notes) == 1 and "/mnt" in notes[0] and "create-pvc" in notes[0]
 
 
+def test_components_sharing_an_executor_keep_their_own_pvc_mounts() -> None:
+    p = load("kfp-argo-create_mount_delete_dynamic_pvc.yaml")
+    notes = {u.step: u.reason for u in p.unresolved}
+    assert "/data " in notes["comp"] and "/reused_data" not in notes["comp"]
+    assert "/reused_data" in notes["comp-2"]
+
+
 def test_kfp_v1_pipeline_parameters_reach_the_tasks_that_read_them() -> None:
     p = load("kfp-v1-kubeflow-training-classification.yaml")
     train, schema = ("gs://ml-pipeline-playground/flower/train200.csv",
@@ -305,6 +312,10 @@ def test_accelerators_set_from_parameters_and_tpus() -> None:
     over = load("kfp-pipeline_with_string_machine_fields_pipeline_input.yaml",
                 parameters={"accelerator_limit": "4"})
     assert over.step("sum-numbers").gpus == 4
+    bad = load("kfp-pipeline_with_string_machine_fields_pipeline_input.yaml",
+               parameters={"accelerator_limit": "abc"})
+    assert bad.step("sum-numbers").gpus == 0
+    assert any("'abc' is not a whole number" in u.reason for u in bad.unresolved)
     trainer = load("kfp-pipeline_with_resource_spec.yaml").step("trainer")
     assert trainer.gpus == 0 and any("tpu-v3" in h for h in trainer.node_hints)
 
@@ -516,3 +527,57 @@ def test_fstring_uri_in_a_program_is_completed_at_run_time() -> None:
     assert uris_in_text(program) == ([], ["s3://lake/events/{{...}}"])
     only_docs = 'def f():\n    """s3://docs/x"""\n    # s3://commented/out\n    pass\n'
     assert uris_in_text(only_docs) == ([], [])
+
+
+_ITEMS_WITH_PARAMS = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: items-}
+spec:
+  entrypoint: main
+  arguments:
+    parameters: [{name: shard-a, value: s3://data/a.tar}, {name: shard-b}]
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - name: each
+        template: consume
+        arguments: {parameters: [{name: uri, value: '{{item}}'}]}
+        withItems: ['{{workflow.parameters.shard-a}}', 's3://data/fixed.tar']
+      - name: each-map
+        template: consume
+        arguments: {parameters: [{name: uri, value: '{{item.uri}}'}]}
+        withItems: [{uri: '{{workflow.parameters.shard-b}}'}]
+  - name: consume
+    inputs: {parameters: [{name: uri}]}
+    container: {image: alpine, args: ['--data', '{{inputs.parameters.uri}}']}
+"""
+
+
+def test_placeholders_inside_loop_items_are_filled_in_from_the_workflow() -> None:
+    p = parse_pipeline(_ITEMS_WITH_PARAMS, "items.yaml", parameters={"shard-b": "s3://data/b.tar"})
+    assert set(p.step("each").datasets) == {"s3://data/a.tar", "s3://data/fixed.tar"}
+    assert p.step("each-map").datasets == ("s3://data/b.tar",)
+    # Without a value the item says why, instead of passing the placeholder on.
+    p = parse_pipeline(_ITEMS_WITH_PARAMS, "items.yaml")
+    assert p.step("each-map").datasets == ()
+    assert any(u.step == "each-map" and "shard-b" in u.reason for u in p.unresolved)
+
+
+def test_where_a_step_writes_is_not_a_dataset_to_prefetch() -> None:
+    p = load("kfp-v1-kubeflow-training-classification.yaml", parameters={"output": "s3://bkt/out"})
+    assert not [d.uri for d in p.datasets if d.uri.startswith("s3://bkt/out")]
+    assert "gs://ml-pipeline-playground/flower/train200.csv" in p.step("preprocess").datasets
+
+
+@pytest.mark.parametrize("line, skipped", [
+    (["--output", "s3://b/o", "--data", "s3://b/i"], {1}),
+    (["--job-dir=gs://b/j", "--train", "s3://b/t"], {0}),
+    (["python", "-m", "x", "--pipeline_root", "gs://r", "--log_dir", "/tmp/l"], {4, 6}),
+    (["--input-path", "s3://b/i", "--model-dir", "s3://b/m"], set()),
+])
+def test_output_flags_name_the_argument_that_holds_the_location(line, skipped) -> None:
+    from gpufair.cache.planner.graph import output_args
+
+    assert output_args(line) == skipped

@@ -12,7 +12,7 @@ from gpufair.cache.planner.argo_leaf import containers, scan_leaf
 from gpufair.cache.planner.argo_text import Scope, resolve
 from gpufair.cache.planner.dagutil import expand, sinks, topo_order
 from gpufair.cache.planner.doc import Node
-from gpufair.cache.planner.graph import GraphBuilder
+from gpufair.cache.planner.graph import GraphBuilder, says_not_data
 from gpufair.cache.planner.model import CONTAINER, DAG, EXTERNAL, OTHER, RESOURCE, Pipeline, Step, Val
 
 FORMAT = "argo-workflow"
@@ -110,8 +110,9 @@ class _Walker:
                     f"workflow parameter '{name}' has no value; pass one with --param {name}=...")
         for name, value in self.overrides.items():
             wf.setdefault(f"workflow.parameters.{name}", Val.of(value, f"--param {name}"))
-        for val in wf.values():
-            self._declare(val, None)
+        for name, val in wf.items():
+            if not says_not_data(name.rsplit(".", 1)[-1]):  # an output root is no dataset
+                self._declare(val, None)
         return wf
 
     def _declare(self, val: Val, endpoint: str | None) -> None:

@@ -14,11 +14,19 @@ MAX_LOOP_ITEMS = 256
 
 
 def _item_scope(scope: Scope, item: Any, origin: str) -> Scope:
+    """`scope` plus a loop item; placeholders inside the item (a workflow
+    parameter, another task's output) are filled in from `scope`, as Argo
+    does before it expands the loop."""
     out = dict(scope)
-    out["item"] = Val.of(item, origin)
     if isinstance(item, dict):
-        for k, v in item.items():
-            out[f"item.{k}"] = Val.of(v, origin)
+        fields = {k: resolve_value(v, scope, origin) for k, v in item.items()}
+        for k, val in fields.items():
+            out[f"item.{k}"] = val
+        unknown = next((v for v in fields.values() if not v.known or len(v.options) != 1), None)
+        out["item"] = unknown if unknown is not None else \
+            Val.of({k: v.options[0][0] for k, v in fields.items()}, origin)
+    else:
+        out["item"] = resolve_value(item, scope, origin)
     return out
 
 

@@ -59,7 +59,7 @@ def _collect(spec: Node, params: dict[str, Node]
     components: dict[str, Any] = {}
     executors: dict[str, Any] = {}
     runtime: dict[str, Any] = {}
-    platform: dict[str, Any] = {}
+    configs: dict[str, dict[str, Any]] = {}  # executor label -> component ref -> its Kubernetes config
     for tmpl in spec.get("templates").elements():
         for task in tmpl.get("dag").get("tasks").elements():
             args = {a.get("name").text(): a.get("value") for a in task.get("arguments").get("parameters").elements()}
@@ -80,7 +80,19 @@ def _collect(spec: Node, params: dict[str, Node]
                     executors[label] = {kind: _json(args[kind], params)}
             config = args.get("kubernetes-config")
             if config is not None and isinstance(label, str) and (config.text() or "").strip():
-                platform[label] = _json(config, params)  # PVC mounts, node selectors...
+                configs.setdefault(label, {})[ref] = _json(config, params)  # PVC mounts, node selectors...
+    # The Kubernetes config comes per task, the IR keys it per executor: components
+    # that share an executor but not a config each get an executor of their own.
+    platform: dict[str, Any] = {}
+    for label, by_ref in configs.items():
+        if all(c == next(iter(by_ref.values())) for c in by_ref.values()):
+            platform[label] = next(iter(by_ref.values()))
+            continue
+        for ref, config in by_ref.items():
+            own = f"{label}.{ref}"
+            components[ref] = {**components[ref], "executorLabel": own}
+            executors[own] = executors.get(label, {})
+            platform[own] = config
     return components, executors, runtime, platform
 
 

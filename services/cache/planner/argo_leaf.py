@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from gpufair.cache.planner.argo_text import Scope, resolve
 from gpufair.cache.planner.doc import Node
-from gpufair.cache.planner.graph import GraphBuilder, looks_like_data
+from gpufair.cache.planner.graph import GraphBuilder, looks_like_data, output_args
 from gpufair.cache.planner.launched import launched
 from gpufair.cache.planner.model import Val
 from gpufair.cache.planner.platform import k8s_gpus, k8s_hints
 
 
 def _texts(container: Node) -> list[Node]:
-    nodes = list(container.get("command").elements()) + list(container.get("args").elements())
+    """The container's command, args (less output locations) and env values."""
+    line = list(container.get("command").elements()) + list(container.get("args").elements())
+    skip = output_args([n.value for n in line])
+    nodes = [n for i, n in enumerate(line) if i not in skip]
     nodes += [e.get("value") for e in container.get("env").elements()]
     if not container.get("source").missing:
         nodes.append(container.get("source"))

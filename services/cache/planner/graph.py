@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from gpufair.cache.planner.doc import Node
 from gpufair.cache.planner.model import Dataset, Pipeline, Step, Unresolved, Val
@@ -18,7 +18,8 @@ _DATA_NAME = re.compile(r"uri|url|path|data|bucket|source|src|prefix|dir|file", 
 #: pipelines it is a region (a third of all notes in a 105-pipeline sweep).
 _NOT_DATA_WORDS = frozenset({"output", "outputs", "out", "dest", "destination", "export", "staging",
                              "log", "logs", "tensorboard", "tmp", "temp", "version", "id"})
-_NOT_DATA_NAMES = frozenset({"root", "root_dir", "pipeline_root", "output_root"})
+_NOT_DATA_NAMES = frozenset({"root", "root_dir", "pipeline_root", "output_root", "job_dir"})
+_FLAG = re.compile(r"^--?([A-Za-z][\w.-]*)(=)?", re.S)
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 _BUCKET_NAME = re.compile(r"bucket", re.I)
@@ -29,12 +30,24 @@ DEFAULT_MAX_STEPS = 5_000
 
 def looks_like_data(name: str) -> bool:
     """True if a parameter called `name` probably holds a dataset location."""
-    return bool(_DATA_NAME.search(name)) and not _says_not_data(name)
+    return bool(_DATA_NAME.search(name)) and not says_not_data(name)
 
 
-def _says_not_data(name: str) -> bool:
+def says_not_data(name: str) -> bool:
     words = {w.lower() for w in _WORD.findall(name)}
-    return bool(words & _NOT_DATA_WORDS) or name.lower() in _NOT_DATA_NAMES
+    return bool(words & _NOT_DATA_WORDS) or name.lower().replace("-", "_") in _NOT_DATA_NAMES
+
+
+def output_args(args: Sequence[object]) -> set[int]:
+    """Positions in a command line that hold where the step writes: the value
+    of a flag whose name says so (`--output DIR`, `--job-dir=DIR`,
+    `--pipeline_root ROOT`). Prefetching those would fetch a step's outputs."""
+    out: set[int] = set()
+    for i, arg in enumerate(args):
+        m = _FLAG.match(arg) if isinstance(arg, str) else None
+        if m and says_not_data(m.group(1)):
+            out.add(i if m.group(2) else i + 1)
+    return out
 
 
 @dataclass
@@ -147,7 +160,7 @@ class GraphBuilder:
                 value = val.options[0][0] if val.known and val.options else None
                 if (isinstance(value, str) and value.strip("/") and not scheme_of(value)
                         and pattern.search(name) and not (skip and skip.search(name))
-                        and not _says_not_data(name)):
+                        and not says_not_data(name)):
                     out.append((name, value.strip("/")))
             return out
         buckets, keys = plain(_BUCKET_NAME, None), plain(_KEY_NAME, _BUCKET_NAME)

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpufair.cache.planner.dagutil import expand, sinks, topo_order
 from gpufair.cache.planner.doc import Node
-from gpufair.cache.planner.graph import GraphBuilder
+from gpufair.cache.planner.graph import GraphBuilder, output_args, says_not_data
 from gpufair.cache.planner.ir_values import (
     Outputs, artifact_value, constant, loop_binding, param_value,
 )
@@ -82,7 +82,9 @@ def _root_params(b: GraphBuilder, root: Node, overrides: dict[str, Any],
             )
     for name, value in overrides.items():
         params.setdefault(name, Val.of(value, f"--param {name}"))
-    for val in params.values():
+    for name, val in params.items():
+        if says_not_data(name):  # an output root is no dataset
+            continue
         for value, origin in val.options:
             b.use_text_values(None, value, origin)
     return params
@@ -210,8 +212,10 @@ def _consume_inputs(b: GraphBuilder, key: str, inputs: Node, p_in: dict[str, Val
 
 
 def _container(b: GraphBuilder, key: str, container: Node, p_in: dict[str, Val]) -> None:
-    texts = [e.value for e in container.get("args").elements()]
-    texts += [e.value for e in container.get("command").elements()]
+    line = [e.value for e in container.get("command").elements()]
+    line += [e.value for e in container.get("args").elements()]
+    skip = output_args(line)  # where it writes, not what it reads
+    texts = [t for i, t in enumerate(line) if i not in skip]
     texts += [e.get("value").value for e in container.get("env").elements()]
     b.use_text_values(key, texts, container.path)
     count, accel = ir_gpus(b, key, container.get("resources"), p_in)

@@ -25,7 +25,9 @@ def _count(b: GraphBuilder, step: str, node: Node) -> int:
     try:
         count = float(text)
     except ValueError:
-        b.note(node.path, f"GPU count '{text}' is known only at run time", step)
+        late = "{{" in text or text.startswith("$")  # a placeholder, filled in at run time
+        b.note(node.path, f"GPU count '{text[:40]}' is known only at run time" if late
+               else f"GPU count '{text[:40]}' is not a whole number from 0 to {_MAX_GPUS}", step)
         return 0
     if not (0 <= count <= _MAX_GPUS) or count != int(count):
         b.note(node.path, f"GPU count '{text[:40]}' is not a whole number from 0 to {_MAX_GPUS}", step)
