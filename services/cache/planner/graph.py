@@ -34,6 +34,7 @@ def looks_like_data(name: str) -> bool:
 
 
 def says_not_data(name: str) -> bool:
+    """True if a parameter or flag called `name` is where a step writes, or a label."""
     words = {w.lower() for w in _WORD.findall(name)}
     return bool(words & _NOT_DATA_WORDS) or name.lower().replace("-", "_") in _NOT_DATA_NAMES
 
