@@ -581,3 +581,37 @@ def test_output_flags_name_the_argument_that_holds_the_location(line, skipped) -
     from gpufair.cache.planner.graph import output_args
 
     assert output_args(line) == skipped
+
+
+_ON_EXIT = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: with-exit}
+spec:
+  entrypoint: main
+  onExit: cleanup
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: train, template: work}
+  - name: work
+    container: {image: alpine, args: ['--data', 's3://data/train/']}
+  - name: cleanup
+    container: {image: alpine, args: ['--labels', 's3://data/labels.csv']}
+"""
+
+
+def test_the_exit_handler_runs_after_the_workflow_and_its_inputs_count() -> None:
+    p = parse_pipeline(_ON_EXIT, "exit.yaml")
+    assert p.step("onExit").depends_on == ("train",) and p.step("onExit").condition
+    assert p.step("onExit").datasets == ("s3://data/labels.csv",)
+    with pytest.raises(Exception, match="missing field 'kind'"):
+        parse_pipeline(_ON_EXIT.replace("kind: Workflow\n", ""), "exit.yaml")
+
+
+def test_a_task_waits_for_the_task_that_creates_the_pvc_it_mounts() -> None:
+    p = load("kfp-ir-pipeline_with_volume.yaml")
+    assert p.step("comp").depends_on == ("createpvc",)
+    assert set(p.step("comp-2").depends_on) == {"comp", "createpvc"}
+    assert p.step("comp-3").depends_on == () and p.step("comp-3").datasets == ("pvc://my-existing-pvc",)

@@ -29,7 +29,8 @@ def parse_argo(doc: Node, overrides: dict[str, Any]) -> Pipeline:
         raise api.error(f"unsupported apiVersion '{api.text()}': expected argoproj.io/v1alpha1")
     kind = doc.get("kind")
     if kind.text() not in SUPPORTED_KINDS:
-        raise kind.error(f"unsupported kind '{kind.text()}': expected one of {', '.join(SUPPORTED_KINDS)}")
+        what = "missing field 'kind'" if kind.missing else f"unsupported kind '{kind.text()}'"
+        raise kind.error(f"{what}: expected one of {', '.join(SUPPORTED_KINDS)}")
     spec = doc.require("spec", "the workflow spec")
     if kind.text() == "CronWorkflow":
         spec = spec.require("workflowSpec", "the workflow spec of the cron workflow")
@@ -86,9 +87,18 @@ class _Walker:
         scope = _entry_inputs(tmpl, wf, self._bind(Node({}, entry_node.path, entry_node.ctx), tmpl, wf, [wf]))
         if _group_kind(tmpl):
             self._expanding.append(entry)
-            self._group(tmpl, "", scope, None, (), 0)
+            ends = self._group(tmpl, "", scope, None, (), 0)
+            self._expanding.pop()
         else:
             self._leaf(tmpl, entry, scope, None, (), tmpl, None, None)
+            ends = (entry,)
+        exit_node = self.spec.get("onExit")
+        if exit_node.text():
+            # The exit handler (KFP's dsl.ExitHandler) runs once the workflow ends,
+            # whether it succeeded or not; Argo names its node `onExit`.
+            task = Node({"template": exit_node.text(), "when": "the workflow has ended"},
+                        exit_node.path, exit_node.ctx)
+            self._call(task, "onExit", wf, None, ends, 0)
         name = self.doc.get("metadata").get("name").text() or (
             self.doc.get("metadata").get("generateName").text() or self.doc.ctx.source).rstrip("-")
         shown = {k[len("workflow.parameters."):]: (v.options[0][0] if v.known and v.options else None)

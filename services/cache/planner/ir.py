@@ -109,6 +109,20 @@ def _task_deps(name: str, task: Node, siblings: dict[str, Node]) -> list[str]:
     return list(deps)
 
 
+def _mount_producers(ctx: _Ctx, name: str, task: Node, siblings: dict[str, Node]) -> list[str]:
+    """Sibling tasks whose output names a PVC this task mounts (kfp-kubernetes'
+    CreatePVC): the task waits for them though `dependentTasks` may not say so."""
+    comp = ctx.components.get(task.get("componentRef").get("name").text() or "")
+    config = ctx.platform.get(comp.get("executorLabel").text() or "")
+    out: list[str] = []
+    for mount in config.get("pvcMount").elements():
+        for holder in (mount, mount.get("pvcNameParameter")):
+            producer = holder.get("taskOutputParameter").get("producerTask").text()
+            if producer in siblings and producer != name and producer not in out:
+                out.append(producer)
+    return out
+
+
 def _walk(ctx: _Ctx, comp: Node, prefix: str, params: dict[str, Val], arts: dict[str, Val],
           parent: str | None, entry: tuple[str, ...], depth: int) -> tuple[tuple[str, ...], Outputs]:
     """Add the steps of one DAG component; return its exit steps and outputs."""
@@ -117,7 +131,8 @@ def _walk(ctx: _Ctx, comp: Node, prefix: str, params: dict[str, Val], arts: dict
     dag = comp.get("dag")
     tasks_node = dag.get("tasks")
     tasks = dict(tasks_node.items())
-    deps = {name: _task_deps(name, task, tasks) for name, task in tasks.items()}
+    deps = {name: list(dict.fromkeys(_task_deps(name, task, tasks) + _mount_producers(ctx, name, task, tasks)))
+            for name, task in tasks.items()}
     exits: dict[str, tuple[str, ...]] = {}
     outputs: Outputs = {}
     for name in topo_order(list(tasks), deps, tasks_node):
