@@ -529,12 +529,7 @@ def test_fstring_uri_in_a_program_is_completed_at_run_time() -> None:
     assert uris_in_text(only_docs) == ([], [])
 
 
-_ITEMS_WITH_PARAMS = """
-apiVersion: argoproj.io/v1alpha1
-kind: Workflow
-metadata: {generateName: items-}
-spec:
-  entrypoint: main
+_ITEMS_WITH_PARAMS = ARGO + """  entrypoint: main
   arguments:
     parameters: [{name: shard-a, value: s3://data/a.tar}, {name: shard-b}]
   templates:
@@ -583,12 +578,7 @@ def test_output_flags_name_the_argument_that_holds_the_location(line, skipped) -
     assert output_args(line) == skipped
 
 
-_ON_EXIT = """
-apiVersion: argoproj.io/v1alpha1
-kind: Workflow
-metadata: {name: with-exit}
-spec:
-  entrypoint: main
+_ON_EXIT = ARGO + """  entrypoint: main
   onExit: cleanup
   templates:
   - name: main
