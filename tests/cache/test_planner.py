@@ -386,6 +386,22 @@ def prep(out: str):
     assert uris_in_text(shell)[0] == ["gs://b/x"]
 
 
+def test_where_embedded_python_writes_is_no_dataset() -> None:
+    from gpufair.cache.planner.uris import uris_in_text
+    program = '''
+import pandas as pd
+from google.cloud import aiplatform
+def train(day: str):
+    df = pd.read_csv("s3://lake/raw/train.csv")
+    output_dir = "s3://lake/models/"
+    df.to_csv(f"s3://lake/clean/{day}.csv")
+    aiplatform.Model.upload(display_name="m", artifact_uri="gs://bkt/models/")
+    run(data="s3://lake/labels.csv", destination="s3://lake/preds/")
+'''
+    assert sorted(uris_in_text(program)[0]) == ["s3://lake/labels.csv", "s3://lake/raw/train.csv"]
+    assert uris_in_text(program)[1] == []
+
+
 @pytest.mark.parametrize("name,data", [("dataset_uri", True), ("data_dir", True), ("src", True),
                                        ("data_root", True), ("checkpoint_path", True),
                                        ("root_dir", False), ("output_path", False),

@@ -8,19 +8,12 @@ from typing import Any, Sequence
 
 from gpufair.cache.planner.doc import Node
 from gpufair.cache.planner.model import Dataset, Pipeline, Step, Unresolved, Val
-from gpufair.cache.planner.uris import classify, scheme_of, strings_in, uris_in_text
+from gpufair.cache.planner.uris import classify, says_not_data, scheme_of, strings_in, uris_in_text
 
-#: Parameter names that probably carry a dataset location...
+#: Parameter names that probably carry a dataset location, unless
+#: `says_not_data` (uris.py) says they are where a step writes.
 _DATA_NAME = re.compile(r"uri|url|path|data|bucket|source|src|prefix|dir|file", re.I)
-#: ...unless one of its words says it is where the pipeline writes
-#: (`output_path`, `outputPath`, `staging_bucket`, `pipeline_root`) or a label
-#: (`data_version`, `dataset_id`). `location` alone is left out: in GCP
-#: pipelines it is a region (a third of all notes in a 105-pipeline sweep).
-_NOT_DATA_WORDS = frozenset({"output", "outputs", "out", "dest", "destination", "export", "staging",
-                             "log", "logs", "tensorboard", "tmp", "temp", "version", "id"})
-_NOT_DATA_NAMES = frozenset({"root", "root_dir", "pipeline_root", "output_root", "job_dir"})
 _FLAG = re.compile(r"^--?([A-Za-z][\w.-]*)(=)?", re.S)
-_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 _BUCKET_NAME = re.compile(r"bucket", re.I)
 _KEY_NAME = re.compile(r"object|key|prefix|file|path|blob", re.I)
@@ -31,12 +24,6 @@ DEFAULT_MAX_STEPS = 5_000
 def looks_like_data(name: str) -> bool:
     """True if a parameter called `name` probably holds a dataset location."""
     return bool(_DATA_NAME.search(name)) and not says_not_data(name)
-
-
-def says_not_data(name: str) -> bool:
-    """True if a parameter or flag called `name` is where a step writes, or a label."""
-    words = {w.lower() for w in _WORD.findall(name)}
-    return bool(words & _NOT_DATA_WORDS) or name.lower().replace("-", "_") in _NOT_DATA_NAMES
 
 
 def output_args(args: Sequence[object]) -> set[int]:
