@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--preset", default="", choices=("gpufair", "k8s"),
                    help="gpufair: every lever on (queue by slow-down, placement, paced GPU shares, sd-maxmin "
                    "splits); k8s: FIFO, least-loaded, time-slicing, even splits")
-    s.add_argument("--queue", default="", choices=("fifo", "las", "sd"), help="queue order (omitted: keep)")
+    s.add_argument("--queue", default="", choices=("fifo", "fifo-strict", "las", "sd"),
+                   help="queue order (omitted: keep)")
     s.add_argument("--placement", default="", choices=("least-loaded", "packed", "random", "sd"),
                    help="where submitted jobs go (omitted: keep)")
     s.add_argument("--shares", default="", choices=("time-slicing", "paced"),

@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "default with plain DDP) or gpufair (every lever on); the flags below "
                         "override its parts")
     p.add_argument("--policy", help="split policy: even, balance, sd-feedback or sd-maxmin")
-    p.add_argument("--queue", help="queue order: fifo (default), las or sd")
+    p.add_argument("--queue", help="queue order: fifo (default), fifo-strict (no job passes an "
+                                    "earlier one, as Gavel's FIFO), las or sd")
     p.add_argument("--placement", metavar="NAME",
                    help="where admitted jobs go: least-loaded (default; fewest jobs first, "
                         "seeded ties), packed (first fit on the lowest-numbered GPUs with room), "

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import place_arrival
-from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers
+from gpufair.scheduler.policy.board import Board
+from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
 from gpufair.scheduler.policy.placement import choose
 
@@ -64,6 +65,7 @@ def fleets(draw):
 
 LEVER_SETS = {**PRESETS, "las": Levers("las", "least-loaded", "paced", "even"),
               "fifo-packed": Levers("fifo", "packed", "time-slicing", "even"),
+              "fifo-strict": Levers("fifo-strict", "least-loaded", "paced", "even", max_per_gpu=1),
               "sd-sliced": Levers("sd", "sd", "time-slicing", "sd-maxmin"),
               "random-paced": Levers("fifo", "random", "paced", "balance")}
 
@@ -155,6 +157,23 @@ def test_a_short_urgent_job_slips_in_and_a_long_one_waits_for_free_gpus():
     assert entry.job == "other" and "hold back longer jobs" in entry.reason
 
 
+@pytest.mark.parametrize("shares", ["time-slicing", "paced"])
+def test_under_strict_fifo_no_job_passes_an_earlier_one_that_waits(shares):
+    gpus = [Gpu("g0"), Gpu("g1")]
+    resident = make_job("resident", 1, 0.0, 1e5, on=["g0"])
+    wide = make_job("wide", 2, 10.0, 1e5)  # needs both GPUs: waits for the resident
+    narrow = make_job("narrow", 1, 20.0, 1e4)  # would fit on g1
+    jobs = [resident, wide, narrow]
+    loose = plan_round(jobs, gpus, 30.0, Levers("fifo", "least-loaded", shares, "even", max_per_gpu=1))
+    assert loose.admitted == {"narrow": ("g1",)}
+    strict = plan_round(jobs, gpus, 30.0, Levers("fifo-strict", "least-loaded", shares, "even", max_per_gpu=1))
+    assert strict.admitted == {}
+    first, second = strict.queue
+    assert (first.job, second.job) == ("wide", "narrow")
+    assert second.reason == "behind wide: strict FIFO lets no job pass an earlier one"
+    assert second.predicted_start_s == first.predicted_start_s
+
+
 def test_a_placed_job_says_how_it_shares_and_its_predicted_sd():
     gpus = [Gpu("g0"), Gpu("g1")]
     resident = make_job("resident", 1, 0.0, 1e5, done=5e4, on=["g0"])
@@ -182,6 +201,20 @@ def test_the_first_job_at_risk_gets_a_reservation_and_long_jobs_do_not_backfill_
     assert reasons["late-long"] == "GPUs reserved for wide"
 
 
+@pytest.mark.parametrize("goal, reserved", [(float("inf"), False), (12_000.0, True)])
+def test_a_job_due_by_the_makespan_goal_is_at_risk_by_that_deadline(goal, reserved):
+    # A 2-GPU job of 10,000 s alone waits for g0. At slow-down target 5 it is due at
+    # 50,000 s, far from risk; held to the makespan goal at 12,000 s it has 2,000 s
+    # of slack, under the reservation's threshold (0.35 x 10,000 s).
+    gpus = [Gpu("g0"), Gpu("g1")]
+    resident = make_job("resident", 1, 0.0, 5e5, on=["g0"])
+    wide = make_job("wide", 2, 0.0, 2e6)
+    board = Board([resident, wide], gpus, 0.0, PRESETS["gpufair"], NoInterference(), 0)
+    board.target, board.goal = 5.0, goal
+    board.wait(wide, np.array([5000.0, 0.0]), "no room")
+    assert (board.reserved_for == "wide") is reserved
+
+
 def test_an_arrival_between_rounds_goes_where_the_round_would_put_it():
     gpus = [Gpu(f"g{i}", f"n{i // 4}") for i in range(8)]
     jobs = [make_job(f"r{i}", 1, 0.0, 1e6, done=1e5, on=[f"g{i}"]) for i in range(5)]
@@ -199,7 +232,7 @@ def test_an_arrival_between_rounds_goes_where_the_round_would_put_it():
 
 def test_bad_levers_and_fleets_are_clear_errors():
     gpus = [Gpu("g0")]
-    with pytest.raises(InvalidArgument, match="unknown queue 'lifo'; choose one of fifo, las"):
+    with pytest.raises(InvalidArgument, match="unknown queue 'lifo'; choose one of fifo, fifo-strict, las, sd"):
         plan_round([], gpus, 0.0, Levers(queue="lifo"))
     with pytest.raises(InvalidArgument, match="needs 2 GPUs; the cluster has 1"):
         plan_round([make_job("a", 2, 0.0, 10.0)], gpus, 0.0, PRESETS["gpufair"])

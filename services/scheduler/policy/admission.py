@@ -54,7 +54,9 @@ class _GpuState:
             else board.goal
         self.shortest = np.full(n_gpu, np.inf)
         self.empty_at = np.zeros(n_gpu)
+        self.work = np.zeros(n_gpu)  # the residents' exclusive time left, summed
         self.slack = np.full(n_gpu, np.inf)
+        self._goal = goal
         self.busy_until = np.zeros(n_gpu)
         self.top_sd, self.top_per_s = np.zeros(n_gpu), np.zeros(n_gpu)
         self.runner: list[FleetJob | None] = [None] * n_gpu  # the job given the GPU
@@ -65,14 +67,18 @@ class _GpuState:
         self._board = board
         for g, there in enumerate(board.residents):
             if there:
-                self.resident(g, [jobs[k].remaining_s() for k in there], goal)
+                self.resident(g, [jobs[k].remaining_s() for k in there])
             self._top(g)
 
-    def resident(self, g: int, rems: list[float], goal: float | None = None) -> None:
+    def resident(self, g: int, rems: list[float]) -> None:
+        """Jobs needing `rems` seconds more sit on GPU g. Paced, they run there
+        one at a time, so the last is done no sooner than their sum from now:
+        what is left of that to the makespan goal is how long a newcomer may
+        hold them back."""
         self.shortest[g] = min(self.shortest[g], *rems)
         self.empty_at[g] = max(self.empty_at[g], *rems)
-        if goal is not None:
-            self.slack[g] = goal - self._board.now - max(rems)
+        self.work[g] += sum(rems)
+        self.slack[g] = self._goal - self._board.now - self.work[g]
 
     def _top(self, g: int) -> None:
         q, jobs = self._queues[g], self._board.jobs
@@ -112,6 +118,8 @@ class _GpuState:
 def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
            ) -> tuple[int, ...] | None:
     """GPUs for waiting `job` now, or None after queueing it (module docstring)."""
+    if board.behind(job):
+        return None
     room = board.room(job)
     if board.levers.placement != "sd":
         got = choose(board.levers.placement, job.num_gpus, np.flatnonzero(room), board.count,

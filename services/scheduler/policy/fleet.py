@@ -92,7 +92,7 @@ class FleetJob:
         return max(self.samples_total - self.samples_done, 0.0) / self.exclusive_rate
 
 
-QUEUES = ("fifo", "las", "sd")
+QUEUES = ("fifo", "fifo-strict", "las", "sd")
 PLACEMENTS = ("least-loaded", "packed", "random", "sd")
 SHARES = ("time-slicing", "paced")
 
@@ -102,8 +102,10 @@ class Levers:
     """Which rule pulls each lever (`gpufair sim --queue/--placement/--shares/--policy`).
 
     queue: who is admitted first and, with paced shares, who runs:
-      `fifo` (arrival order), `las` (least attained GPU service first, as
-      Tiresias), `sd` (earliest slow-down deadline first, `policy/priority.py`).
+      `fifo` (arrival order; a job that cannot start lets later ones pass),
+      `fifo-strict` (arrival order, no job passes an earlier one: Gavel's
+      FIFO), `las` (least attained GPU service first, as Tiresias), `sd`
+      (earliest slow-down deadline first, `policy/priority.py`).
     placement: which GPUs an admitted job gets (`policy/placement.py`).
     shares: `time-slicing` (every resident runs, the GPU divides its time by
       its own rule) or `paced` (the planner gives each resident rank a share

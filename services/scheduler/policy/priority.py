@@ -1,6 +1,8 @@
 """Queue order: who is admitted first and, with paced shares, who runs.
 
-- `fifo`: arrival order (Kubernetes' default queue).
+- `fifo`: arrival order (Kubernetes' default queue); a job that cannot
+  start lets later ones pass. `fifo-strict`: the same order, but nothing
+  passes a job that cannot start (Gavel's FIFO; `Board.behind`).
 - `las`: least attained GPU service first, as Tiresias' discretised 2D-LAS:
   a job's level is the decade of its attained GPU-hours (under 1, 1-10,
   10-100, ...), lower levels first, arrival order within a level, so jobs of
@@ -110,7 +112,7 @@ def las_level(attained_s: float) -> int:
 def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.inf) -> tuple:
     """Sort key of `job` under `rule` (smaller: more urgent); `target` and
     `goal` are the `sd` rule's slow-down target and makespan goal."""
-    if rule == "fifo":
+    if rule in ("fifo", "fifo-strict"):
         return job.arrival_s, job.job
     if rule == "las":
         return las_level(job.attained_s), job.arrival_s, job.job

@@ -42,7 +42,7 @@ def sliced_round(board: Board) -> RoundPlan:
     after = np.array([o[1] for o in outlook])
     for i in board.order:
         job = board.jobs[i]
-        if not job.waiting:
+        if not job.waiting or board.behind(job):
             continue
         # Onto reserved GPUs only if done before the reservation can start,
         # its speed predicted as exclusive over the jobs it would share with.
