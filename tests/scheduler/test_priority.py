@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy.fleet import FleetJob
-from gpufair.scheduler.policy.priority import (WIDE_CAP, deadline, las_level, makespan_goal,
-                                               priority_order, sd_target)
+from gpufair.scheduler.policy.priority import (LONGEST_SLACK, MAKESPAN_SLACK, WIDE_CAP, deadline,
+                                               las_level, makespan_goal, priority_order, sd_target)
 
 
 def job(name: str, alone_s: float, arrival: float = 0.0, gpus: int = 1, done: float = 0.0,
@@ -64,10 +64,15 @@ def test_wide_jobs_get_a_later_deadline_capped():
     assert deadline(wide, 2.0, 150.0) == 150.0  # never past the makespan goal
 
 
-def test_makespan_goal_bounds_every_job_alone_and_the_packed_work():
+def test_makespan_goal_is_a_little_above_the_longest_job_and_more_above_the_packed_work():
+    # b alone from its arrival ends at 1050 s; all the work packed onto 2 GPUs from
+    # now ends at 630 s, onto 1 GPU at 1200 s. The longest job gets the smaller slack.
     jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
-    goal = makespan_goal(jobs, now=60.0, num_gpus=2)
-    assert goal >= 1050.0 and goal >= 60.0 + (100 + 1000 + 40) / 2
+    assert makespan_goal(jobs, now=60.0, num_gpus=2) == pytest.approx(
+        (1 + LONGEST_SLACK) * 1050.0)
+    assert makespan_goal(jobs, now=60.0, num_gpus=1) == pytest.approx(
+        (1 + MAKESPAN_SLACK) * 1200.0)
+    assert LONGEST_SLACK < MAKESPAN_SLACK
 
 
 def test_jobs_due_at_the_makespan_goal_go_longest_first():
