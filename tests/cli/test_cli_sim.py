@@ -72,6 +72,16 @@ def test_presets_and_lever_flags(capsys):
     assert json.loads(capsys.readouterr().out)["shares"] == "time-slicing"
 
 
+def test_strict_fifo_queue_runs_from_the_cli(capsys):
+    argv = base("even") + ["--json", "--queue", "fifo-strict", "--max-per-gpu", "1"]
+    assert run(argv) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert (strict["queue"], strict["placement"], strict["shares"]) == \
+        ("fifo-strict", "least-loaded", "time-slicing")
+    jobs = len((FIX / "small-trace.csv").read_text().splitlines()) - 1
+    assert len(strict["jobs"]) == jobs and all(j["sd"] >= 1 - 1e-9 for j in strict["jobs"])
+
+
 def test_lever_errors_are_one_line_and_exit_2(capsys):
     argv = base()
     argv.remove("--policy"), argv.remove("sd-maxmin")

@@ -239,7 +239,7 @@ def test_a_lost_state_file_never_lets_two_holders_in(emu_dir: Path) -> None:
 def _paced_rates(tmp: Path, share: float | None) -> dict[str, float]:
     results, barrier = CTX.Queue(), CTX.Barrier(2)
     return _run_all([CTX.Process(target=emu_workers.train_paced,
-                                 args=(str(tmp), (1.0,), 0, 200, barrier, s, 3.0, results, name))
+                                 args=(str(tmp), (1.0,), 0, MATMUL, barrier, s, 3.0, results, name))
                      for name, s in (("paced", share), ("neighbour", None))], results)
 
 
