@@ -78,8 +78,18 @@ def test_strict_fifo_queue_runs_from_the_cli(capsys):
     strict = json.loads(capsys.readouterr().out)
     assert (strict["queue"], strict["placement"], strict["shares"]) == \
         ("fifo-strict", "least-loaded", "time-slicing")
-    jobs = len((FIX / "small-trace.csv").read_text().splitlines()) - 1
-    assert len(strict["jobs"]) == jobs and all(j["sd"] >= 1 - 1e-9 for j in strict["jobs"])
+    rows = (FIX / "small-trace.csv").read_text().splitlines()[1:]
+    arrival = {r.split(",")[0]: float(r.split(",")[1]) for r in rows}
+    assert len(strict["jobs"]) == len(rows) and all(j["sd"] >= 1 - 1e-9 for j in strict["jobs"])
+    # Nobody starts before a job that arrived earlier; plain FIFO lets some pass.
+    assert run(base("even") + ["--json", "--max-per-gpu", "1"]) == 0
+    loose = json.loads(capsys.readouterr().out)
+
+    def starts(summary: dict) -> list[float]:
+        by_arrival = sorted(summary["jobs"], key=lambda j: (arrival[j["job"]], j["job"]))
+        return [arrival[j["job"]] + j["wait_s"] for j in by_arrival]
+
+    assert starts(strict) == sorted(starts(strict)) and starts(loose) != sorted(starts(loose))
 
 
 def test_lever_errors_are_one_line_and_exit_2(capsys):

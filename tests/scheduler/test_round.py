@@ -185,6 +185,18 @@ def test_a_placed_job_says_how_it_shares_and_its_predicted_sd():
     assert alone.how == "alone" and alone.neighbours == () and alone.predicted_sd == pytest.approx(1.5)
 
 
+@given(fleets(), st.sampled_from(["time-slicing", "paced"]), st.sampled_from(["least-loaded", "sd"]))
+@settings(max_examples=200, deadline=None)
+def test_under_strict_fifo_every_admitted_job_arrived_before_every_queued_one(fleet, shares,
+                                                                            placement):
+    jobs, gpus, cap = fleet
+    levers = Levers("fifo-strict", placement, shares, "even", max_per_gpu=cap)
+    plan = plan_round(jobs, gpus, 600.0, levers, Models(), seed=3)
+    key = {j.job: (j.arrival_s, j.job) for j in jobs}
+    if plan.queue and plan.admitted:
+        assert max(key[n] for n in plan.admitted) < min(key[q.job] for q in plan.queue)
+
+
 def test_the_first_job_at_risk_gets_a_reservation_and_long_jobs_do_not_backfill_it():
     gpus = [Gpu(f"g{i}") for i in range(4)]
     # Two GPUs busy for another 1000 s; a 4-GPU job, too long to slip in over them,
@@ -213,6 +225,29 @@ def test_a_job_due_by_the_makespan_goal_is_at_risk_by_that_deadline(goal, reserv
     board.target, board.goal = 5.0, goal
     board.wait(wide, np.array([5000.0, 0.0]), "no room")
     assert (board.reserved_for == "wide") is reserved
+
+
+def test_an_arrival_between_rounds_waits_behind_a_strict_fifo_head():
+    gpus = [Gpu("g0"), Gpu("g1")]
+    resident = make_job("resident", 1, 0.0, 1e5, on=["g0"])
+    wide = make_job("wide", 2, 10.0, 1e5)
+    levers = Levers("fifo-strict", "sd", "paced", "even", max_per_gpu=1)
+    plan = plan_round([resident, wide], gpus, 30.0, levers)
+    late = place_arrival(plan.outlook, make_job("late", 1, 40.0, 1e4), Models())
+    assert late.gpus is None and late.reason.startswith("behind wide: strict FIFO")
+    loose = plan_round([resident, wide], gpus, 30.0, replace(levers, queue="fifo"))
+    assert place_arrival(loose.outlook, make_job("late", 1, 40.0, 1e4), Models()).gpus == ("g1",)
+
+
+def test_a_gpus_slack_to_the_makespan_goal_counts_every_resident_left_to_run():
+    # Paced residents run one at a time: two of 100 s each leave g0 goal - now - 200 s,
+    # not goal - now - 100 s, for a newcomer to hold them back.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    a = make_job("a", 1, 0.0, 1e4, on=["g0"])  # 100 s alone
+    b = make_job("b", 1, 0.0, 1e4, on=["g0"])
+    plan = plan_round([a, b], gpus, 50.0, PRESETS["gpufair"])
+    assert plan.outlook.slack[0] == pytest.approx(plan.outlook.goal - 50.0 - 200.0)
+    assert plan.outlook.slack[1] == float("inf")
 
 
 def test_an_arrival_between_rounds_goes_where_the_round_would_put_it():

@@ -95,6 +95,7 @@ class Outlook:
     runner_per_s: np.ndarray
     reserved: np.ndarray
     release_s: float
+    blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,16 @@ def outlook(board: Board, look: object) -> Outlook:
                    tuple(frozenset(m) for m in board.models), look.shortest.copy(),
                    look.slack.copy(), look.busy_until.copy(), tuple(keys),
                    tuple(j.job if j else "" for j in runners), sd, per_s,
-                   board.reserved.copy(), board.release_s)
+                   board.reserved.copy(), board.release_s,
+                   board.blocked_by.job if board.blocked_by else "")
 
 
 def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                   seed: int = 0) -> Arrival:
     """Place `job` (waiting) against the last round's outlook (module docstring)."""
+    if view.blocked_by:
+        return Arrival(None, f"behind {view.blocked_by}: strict FIFO lets no job pass an "
+                             f"earlier one", float("inf"))
     cap = view.levers.max_per_gpu
     compat = np.array([all(interference.compatible(job.model, m) for m in there)
                        for there in view.models], dtype=bool)

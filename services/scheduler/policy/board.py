@@ -94,10 +94,13 @@ class Board:
         self._compat.clear()
 
     def enqueue(self, job: FleetJob, start_s: float, reason: str) -> None:
-        """`job` stays queued this round."""
+        """`job` stays queued this round (under `fifo-strict` the first one
+        queued blocks every later job)."""
         self.queue.append(QueueEntry(job.job, len(self.queue) + 1,
                                      max(self.now - job.arrival_s, 0.0), max(start_s, 0.0),
                                      reason))
+        if self.levers.queue == "fifo-strict" and self.blocked_by is None:
+            self.blocked_by = self.queue[-1]
 
     def reserve(self, job: FleetJob, free_at: np.ndarray) -> None:
         """Hold the GPUs that free up first (`free_at`, seconds from now) for
@@ -148,8 +151,6 @@ class Board:
             start = max(start, self.release_s)
         self.enqueue(job, start, reason)
         self.reserve(job, free_at)
-        if self.levers.queue == "fifo-strict" and self.blocked_by is None:
-            self.blocked_by = self.queue[-1]
 
     def placed(self, shares: dict | None) -> dict[str, Placed]:
         """Why each admitted job went where it did: its share of its GPUs
