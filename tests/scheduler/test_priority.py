@@ -72,7 +72,6 @@ def test_makespan_goal_is_a_little_above_the_longest_job_and_more_above_the_pack
         (1 + LONGEST_SLACK) * 1050.0)
     assert makespan_goal(jobs, now=60.0, num_gpus=1) == pytest.approx(
         (1 + MAKESPAN_SLACK) * 1200.0)
-    assert LONGEST_SLACK < MAKESPAN_SLACK
 
 
 def test_jobs_due_at_the_makespan_goal_go_longest_first():

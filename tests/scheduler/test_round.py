@@ -65,7 +65,7 @@ def fleets(draw):
 
 LEVER_SETS = {**PRESETS, "las": Levers("las", "least-loaded", "paced", "even"),
               "fifo-packed": Levers("fifo", "packed", "time-slicing", "even"),
-              "fifo-strict": Levers("fifo-strict", "least-loaded", "paced", "even", max_per_gpu=1),
+              "fifo-strict": Levers("fifo-strict", "least-loaded", "paced", "even"),
               "sd-sliced": Levers("sd", "sd", "time-slicing", "sd-maxmin"),
               "random-paced": Levers("fifo", "random", "paced", "balance")}
 

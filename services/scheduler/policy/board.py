@@ -14,8 +14,8 @@ from gpufair.scheduler.policy.priority import priority_order
 #: The `sd` queue reserves GPUs for the most urgent job that cannot start
 #: only once its slack to its slow-down deadline (or to the makespan goal,
 #: when that comes first: a long job must start in time for it) falls to
-#: this fraction of its exclusive time. Reserving for every blocked head job (plain EASY)
-#: idled reserved GPUs for 4-13 % of the time on the shared mixes while
+#: this fraction of its exclusive time. Reserving for every blocked head job
+#: (plain EASY) idled reserved GPUs for 4-13 % of the time on the shared mixes while
 #: preemption by pacing already keeps large jobs from starving; at 0.5 the
 #: empty reserved GPUs were still the largest idle part in the worst cells
 #: (0.25-0.5 measured, bench/scheduler/HISTORY.md round 9).
