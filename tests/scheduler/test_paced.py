@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpufair.scheduler.policy.fleet import FleetJob, NoInterference
-from gpufair.scheduler.policy.paced import (LEND_MAX, Filler, PacedJob, PacedRank, best_fit,
+from gpufair.scheduler.policy.paced import (IDLE_LOSS, LEND_MAX, Filler, PacedJob, PacedRank, best_fit,
                                             overlap_efficiency, paced_speeds)
 
 
@@ -110,3 +110,54 @@ def test_a_lender_with_little_slack_lends_what_keeps_it_within_the_cap():
     shares = filler.shares()
     assert shares["urgent"][0] >= 5 / 6 - 1e-6
     assert 0.05 <= shares["wide"][0] <= 1 / 6 + 1e-6
+
+
+def gappy_job(name: str, gpus: int, batch: int = 64, sec_per_sample: float = 0.005) -> FleetJob:
+    """A job whose steps are partly CPU work: 0.64 s a step alone at 100 samples/s per
+    GPU, of which its GPU is busy 0.37 s (at 0.005 s a sample), 1000 s of work alone."""
+    return FleetJob(name, gpus, batch, 0.0, 1e5 * gpus, 100.0 * gpus, sec_per_sample, 0.05, 0.0,
+                    "m", rank_cap=batch)
+
+
+def test_a_borrower_with_a_long_kernel_gets_only_the_idle_time_its_lender_can_afford():
+    # The lender leaves 42 % of its GPU idle between its steps. A 1-GPU borrower there
+    # runs 0.69 s kernels: given all that time, the lender would find one running on
+    # a good part of its steps and wait ~0.15 s for it, past its cap (SD 1.0 now, cap
+    # 1.1). It gets a part that keeps the lender's waits within the cap.
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.1)
+    assert filler.fit(gappy_job("urgent", 1), [0]) is not None
+    idle = 1 - 0.37 / 0.64
+    assert filler.left[0] == pytest.approx(idle)
+    assert filler.lend(fleet_job("long", 1), [0]) is not None
+    share = filler.shares()["long"][0]
+    assert 0.05 <= share < idle / 2
+    assert (0.64 + 0.5 * share * 0.69) / 0.64 <= 1.1  # the lender's predicted slow-down
+
+
+def test_a_lender_at_its_cap_lends_idle_time_for_a_little_of_its_speed_and_no_more():
+    # At its cap (SD 1.0, cap 1.0) the lender may still lose IDLE_LOSS to keep its idle
+    # time busy: a 2-GPU borrower with a free GPU keeps few samples (short kernels) on
+    # the shared one; a 1-GPU borrower with 1.33 s kernels costs it more than that.
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(gappy_job("urgent", 1), [0]) is not None
+    split = filler.lend(fleet_job("wide", 2), [0, 1])
+    assert split is not None and split[0] < split[1]
+    share = filler.shares()["wide"][0]
+    assert (0.64 + 0.5 * share * (0.05 + 0.01 * split[0])) / 0.64 <= 1 + IDLE_LOSS
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(gappy_job("urgent", 1), [0]) is not None
+    assert filler.lend(fleet_job("long", 1, batch=128), [0]) is None
+    assert set(filler.shares()) == {"urgent"}
+
+
+def test_a_borrower_that_moves_its_samples_elsewhere_fills_the_idle_time_within_the_cap():
+    # The same lender and a 2-GPU borrower whose other GPU is free: it keeps few
+    # samples on the shared GPU, so its kernels there are short and the lender's
+    # waits for them keep it within its cap.
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.1)
+    urgent = gappy_job("urgent", 1)
+    assert filler.fit(urgent, [0]) is not None
+    split = filler.lend(fleet_job("wide", 2), [0, 1])
+    assert split is not None and split[0] < split[1]
+    assert filler.shares()["wide"][0] > 1 - 0.37 / 0.64 - 0.01  # (at least) the idle time
+    assert "urgent" in filler.unpaced()

@@ -27,7 +27,11 @@ The planner (`Filler`) works in two passes:
    `LEND_MAX` of it) and splits its batch so its ranks there carry few
    samples: the published minibatch redistribution, here around a paced
    neighbour. The borrower first takes the time its lender leaves idle (a
-   job whose steps are partly CPU work does not fill its GPU); a lender
+   job whose steps are partly CPU work does not fill its GPU), though not
+   for free: a GPU runs one kernel at a time, so a lender that finds its
+   GPU busy waits for the borrower's kernel to end (`collision_bound`; a
+   real GPU's time slice cuts such waits shorter than an emulated one, so
+   this errs towards not lending). A lender
    gives at most what keeps its predicted slow-down within the round's
    target, and re-splits too, away from the GPU it shares. The loan is
    made only when the borrower's gain in GPU-equivalents of
@@ -49,6 +53,10 @@ from gpufair.scheduler.policy.rounding import round_split
 
 LEND_MAX = 0.5  # of a lender's GPU; <= 1/2 keeps the borrower's own loss at its pair's
 LEND_WEIGHT = 2.0  # a loan must gain this many times what it costs the lenders
+#: A lender lending only its idle time may lose this much of its speed to the
+#: borrower's kernels (`collision_bound`), past the round's target if need be:
+#: a few per cent of one job against a GPU left idle.
+IDLE_LOSS = 0.05
 
 
 def overlap_efficiency(pair_eta: float, others_share: float) -> float:
@@ -153,6 +161,14 @@ def best_fit(job: FleetJob, avail: Sequence[float], eff: Sequence[float], joint:
 def exclusive_steps(job: FleetJob) -> float:
     """Steps/s alone at the even split (what `exclusive_rate` is in steps)."""
     return job.exclusive_rate / job.global_batch
+
+
+def collision_bound(job: FleetJob, busy_s: float) -> float:
+    """Steps/s of `job` at most when, per step, it finds its GPU busy with a
+    borrower's kernel and waits for the rest of it: `busy_s` is the borrower's
+    share times its kernel (its busy seconds per step there), and a kernel
+    found running has half of itself left on average."""
+    return 1.0 / (1.0 / exclusive_steps(job) + 0.5 * busy_s)
 
 
 @dataclass
@@ -265,11 +281,12 @@ class Filler:
              ) -> tuple[int, ...] | None:
         """Pass 2: run a held `job` on slivers of its busy GPUs (module docstring);
         no job running on a GPU of `waited_for` lends."""
-        avail, eff, lenders = [], [], []
+        spare, sliver, eff, lenders = [], [], [], []
         for g in gpus:
             there = self._on.get(g, [])
             if not there:
-                avail.append(float(self.left[g]))
+                spare.append(0.0)
+                sliver.append(float(self.left[g]))
                 eff.append(1.0)
                 lenders.append(None)
                 continue
@@ -280,17 +297,36 @@ class Filler:
                 return None
             share = lender.shares()[lender.gpus.index(g)]
             # The time its lender leaves idle (between its steps' GPU work), and a sliver.
-            spare = float(self.left[g]) if self.left[g] > 1e-9 else 0.0
-            avail.append(spare + min(LEND_MAX, share * (1.0 - self._keeps(lender))))
+            spare.append(float(self.left[g]) if self.left[g] > 1e-9 else 0.0)
+            sliver.append(min(LEND_MAX, share * (1.0 - self._keeps(lender))))
             eff.append(self._interference.efficiency(job.model, [lender.job.model]))
             lenders.append(lender)
-        if min(avail) < self._min or all(x is None for x in lenders):
+        if all(x is None for x in lenders):
+            return None
+        # Idle time costs a lender its waits for the borrower's kernels: where all
+        # of it would cost too much, less of it (fewer samples there) may not.
+        for scale in (1.0, 0.5, 0.25, 0.0) if any(spare) else (1.0,):
+            idle = [x * scale for x in spare]
+            split = self._loan(job, gpus, idle, [i + x for i, x in zip(idle, sliver)], eff, lenders)
+            if split is not None:
+                return split
+        return None
+
+    def _loan(self, job: FleetJob, gpus: Sequence[int], idle: Sequence[float],
+              avail: Sequence[float], eff: Sequence[float], lenders: Sequence[_Fit | None]
+              ) -> tuple[int, ...] | None:
+        """`lend` with `avail` per GPU, `idle` of it the lenders' idle time."""
+        if min(avail) < self._min:
             return None
         split, steps = best_fit(job, avail, eff, self._joint)
         mine = _Fit(job, list(gpus), split, min(steps, exclusive_steps(job)), eff, lender=False)
         if steps <= 0:
             return None
         taken = {g: s for g, s, x in zip(gpus, mine.shares(), lenders) if x is not None}
+        # Per lent GPU, the borrower's busy seconds a step in the lender's idle time
+        # (the pair's measured efficiency covers the sliver beyond it).
+        collide = {g: min(taken[g], i) * s / mine.steps
+                   for g, s, i, x in zip(gpus, mine.shares(), idle, lenders) if x is not None}
         loss, refits = 0.0, []
         for lender in {id(x): x for x in lenders if x is not None}.values():
             l_avail, l_eff = [], []
@@ -307,7 +343,13 @@ class Filler:
             if natural:  # it lent only idle time: its split stays if that keeps its speed
                 _, kept = best_fit(lender.job, l_avail, l_eff, False, lender.split)
                 l_split = lender.split if kept >= l_steps else l_split
-            if self._slowdown(lender.job, l_steps) > self._sd_cap:
+            l_steps = min(l_steps, collision_bound(
+                lender.job, max(collide[g] for g in lender.gpus if g in collide)))
+            cap = self._sd_cap
+            if all(taken[g] <= idle[gpus.index(g)] + 1e-9 for g in lender.gpus if g in taken):
+                # Only its idle time: it may lose a little to keep that time busy.
+                cap = max(cap, self._slowdown(lender.job, lender.steps) * (1 + IDLE_LOSS))
+            if self._slowdown(lender.job, l_steps) > cap:
                 return None
             loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
             # A job lends once a round: its efficiencies now count this borrower.
