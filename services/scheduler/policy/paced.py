@@ -281,12 +281,12 @@ class Filler:
              ) -> tuple[int, ...] | None:
         """Pass 2: run a held `job` on slivers of its busy GPUs (module docstring);
         no job running on a GPU of `waited_for` lends."""
-        spare, sliver, eff, lenders = [], [], [], []
+        idle, extra, eff, lenders = [], [], [], []  # per GPU: what it can offer
         for g in gpus:
             there = self._on.get(g, [])
-            if not there:
-                spare.append(0.0)
-                sliver.append(float(self.left[g]))
+            if not there:  # a free GPU: all its time left
+                idle.append(0.0)
+                extra.append(float(self.left[g]))
                 eff.append(1.0)
                 lenders.append(None)
                 continue
@@ -297,17 +297,18 @@ class Filler:
                 return None
             share = lender.shares()[lender.gpus.index(g)]
             # The time its lender leaves idle (between its steps' GPU work), and a sliver.
-            spare.append(float(self.left[g]) if self.left[g] > 1e-9 else 0.0)
-            sliver.append(min(LEND_MAX, share * (1.0 - self._keeps(lender))))
+            idle.append(float(self.left[g]) if self.left[g] > 1e-9 else 0.0)
+            extra.append(min(LEND_MAX, share * (1.0 - self._keeps(lender))))
             eff.append(self._interference.efficiency(job.model, [lender.job.model]))
             lenders.append(lender)
         if all(x is None for x in lenders):
             return None
         # Idle time costs a lender its waits for the borrower's kernels: where all
         # of it would cost too much, less of it (fewer samples there) may not.
-        for scale in (1.0, 0.5, 0.25, 0.0) if any(spare) else (1.0,):
-            idle = [x * scale for x in spare]
-            split = self._loan(job, gpus, idle, [i + x for i, x in zip(idle, sliver)], eff, lenders)
+        for scale in (1.0, 0.5, 0.25, 0.0) if any(idle) else (1.0,):
+            offered = [x * scale for x in idle]
+            split = self._loan(job, gpus, offered, [i + x for i, x in zip(offered, extra)], eff,
+                               lenders)
             if split is not None:
                 return split
         return None
@@ -323,9 +324,9 @@ class Filler:
         if steps <= 0:
             return None
         taken = {g: s for g, s, x in zip(gpus, mine.shares(), lenders) if x is not None}
-        # Per lent GPU, the borrower's busy seconds a step in the lender's idle time
-        # (the pair's measured efficiency covers the sliver beyond it).
-        collide = {g: min(taken[g], i) * s / mine.steps
+        # Per lent GPU, its share of the lender's idle time times its kernel (busy
+        # seconds a step); the pair's measured efficiency covers the sliver beyond.
+        collide = {g: min(s, i) * s / mine.steps
                    for g, s, i, x in zip(gpus, mine.shares(), idle, lenders) if x is not None}
         loss, refits = 0.0, []
         for lender in {id(x): x for x in lenders if x is not None}.values():
