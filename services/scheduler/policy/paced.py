@@ -28,16 +28,15 @@ The planner (`Filler`) works in two passes:
    samples: the published minibatch redistribution, here around a paced
    neighbour. The borrower first takes the time its lender leaves idle (a
    job whose steps are partly CPU work does not fill its GPU), though not
-   for free: a GPU runs one kernel at a time, so a lender that finds its
-   GPU busy waits for the borrower's kernel to end (`collision_bound`; a
-   real GPU's time slice cuts such waits shorter than an emulated one, so
-   this errs towards not lending). A lender
-   gives at most what keeps its predicted slow-down within the round's
-   target, and re-splits too, away from the GPU it shares. The loan is
-   made only when the borrower's gain in GPU-equivalents of
+   for free: a GPU runs one kernel at a time, so a lender that finds the
+   borrower's kernel running waits for it (`collision_bound`; a real GPU's
+   time slice shortens such waits, so this errs towards not lending). A
+   lender gives at most what keeps its predicted slow-down within the
+   round's target (one lending only idle time may lose `IDLE_LOSS` of its
+   speed past it), and re-splits too, away from the GPU it shares. The
+   loan is made only when the borrower's gain in GPU-equivalents of
    exclusive speed exceeds `LEND_WEIGHT` times what the lenders lose, so
-   the more urgent jobs give up little and only for much, and never so
-   much that a lender's predicted slow-down passes the round's target.
+   the more urgent jobs give up little and only for much.
 """
 
 from __future__ import annotations
@@ -164,10 +163,11 @@ def exclusive_steps(job: FleetJob) -> float:
 
 
 def collision_bound(job: FleetJob, busy_s: float) -> float:
-    """Steps/s of `job` at most when, per step, it finds its GPU busy with a
-    borrower's kernel and waits for the rest of it: `busy_s` is the borrower's
-    share times its kernel (its busy seconds per step there), and a kernel
-    found running has half of itself left on average."""
+    """Steps/s of `job` at most when, otherwise at its exclusive speed, each
+    step may find a borrower's kernel running on its GPU and wait for it:
+    `busy_s` is the chance of that (the borrower's share of the job's idle
+    time) times the kernel's length; a kernel found running has half its
+    length left on average."""
     return 1.0 / (1.0 / exclusive_steps(job) + 0.5 * busy_s)
 
 
@@ -306,9 +306,8 @@ class Filler:
         # Idle time costs a lender its waits for the borrower's kernels: where all
         # of it would cost too much, less of it (fewer samples there) may not.
         for scale in (1.0, 0.5, 0.25, 0.0) if any(idle) else (1.0,):
-            offered = [x * scale for x in idle]
-            split = self._loan(job, gpus, offered, [i + x for i, x in zip(offered, extra)], eff,
-                               lenders)
+            split = self._loan(job, gpus, idle, [i * scale + x for i, x in zip(idle, extra)],
+                               eff, lenders)
             if split is not None:
                 return split
         return None
@@ -316,7 +315,7 @@ class Filler:
     def _loan(self, job: FleetJob, gpus: Sequence[int], idle: Sequence[float],
               avail: Sequence[float], eff: Sequence[float], lenders: Sequence[_Fit | None]
               ) -> tuple[int, ...] | None:
-        """`lend` with `avail` per GPU, `idle` of it the lenders' idle time."""
+        """`lend` offering `avail` per GPU; `idle`: the lenders' idle time there."""
         if min(avail) < self._min:
             return None
         split, steps = best_fit(job, avail, eff, self._joint)
@@ -325,7 +324,7 @@ class Filler:
             return None
         taken = {g: s for g, s, x in zip(gpus, mine.shares(), lenders) if x is not None}
         # Per lent GPU, its share of the lender's idle time times its kernel (busy
-        # seconds a step); the pair's measured efficiency covers the sliver beyond.
+        # seconds a step); a measured pair's efficiency applies to the whole share.
         collide = {g: min(s, i) * s / mine.steps
                    for g, s, i, x in zip(gpus, mine.shares(), idle, lenders) if x is not None}
         loss, refits = 0.0, []
@@ -349,7 +348,7 @@ class Filler:
             cap = self._sd_cap
             if all(taken[g] <= idle[gpus.index(g)] + 1e-9 for g in lender.gpus if g in taken):
                 # Only its idle time: it may lose a little to keep that time busy.
-                cap = max(cap, self._slowdown(lender.job, lender.steps) * (1 + IDLE_LOSS))
+                cap = max(cap, self._slowdown(lender.job, lender.steps * (1 - IDLE_LOSS)))
             if self._slowdown(lender.job, l_steps) > cap:
                 return None
             loss += lender.job.num_gpus * (lender.steps - l_steps) / exclusive_steps(lender.job)
