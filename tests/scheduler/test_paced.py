@@ -143,7 +143,7 @@ def test_a_lender_at_its_cap_lends_idle_time_for_a_little_of_its_speed_and_no_mo
     split = filler.lend(fleet_job("wide", 2), [0, 1])
     assert split is not None and split[0] < split[1]
     share = filler.shares()["wide"][0]
-    assert (0.64 + 0.5 * share * (0.05 + 0.01 * split[0])) / 0.64 <= 1 + IDLE_LOSS
+    assert (0.64 + 0.5 * share * (0.05 + 0.01 * split[0])) / 0.64 <= 1 / (1 - IDLE_LOSS)
     filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
     assert filler.fit(gappy_job("urgent", 1), [0]) is not None
     assert filler.lend(fleet_job("long", 1, batch=128), [0]) is None
