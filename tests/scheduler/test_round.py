@@ -325,3 +325,23 @@ def test_a_resident_not_ready_yet_leaves_its_gpus_time_to_the_others():
     assert plan.shares["long"] == (1.0, 1.0) and "short" not in plan.shares
     ready = plan_round([long_job, replace(starting, ready=True)], gpus, 200.0, PRESETS["gpufair"])
     assert ready.shares["short"] == (1.0,) and min(ready.shares["long"]) < 0.5
+
+
+def test_the_makespan_goal_is_no_reason_to_wait_when_waiting_ends_later_still():
+    # Two 2-GPU residents with 1,900 s alone left fill four GPUs; a 730 s newcomer
+    # there would push them past the makespan goal (2,499 s: 1.2 x the packed work),
+    # but waiting for a GPU to empty would end it at 2,630 s: it starts at once.
+    gpus = [Gpu(f"g{i}") for i in range(5)]
+    a = make_job("a", 2, 0.0, 3.8e5, on=["g0", "g1"])
+    b = make_job("b", 2, 0.0, 3.8e5, on=["g2", "g3"])
+    new = make_job("new", 1, 0.0, 7.3e4)
+    plan = plan_round([a, b, new], gpus[:4], 0.0, PRESETS["gpufair"])
+    assert plan.outlook.goal == pytest.approx(1.2 * (4 * 1900 + 730) / 4)
+    assert "new" in plan.admitted and not plan.queue
+    # The same between rounds, against the round's outlook without it.
+    before = plan_round([a, b], gpus[:4], 0.0, PRESETS["gpufair"])
+    assert place_arrival(before.outlook, new, NoInterference()).gpus is not None
+    # A GPU that empties in 10 s: waiting for it ends in time, so it waits.
+    c = make_job("c", 1, 0.0, 1e3, on=["g4"])
+    plan = plan_round([a, b, c, new], gpus, 0.0, PRESETS["gpufair"])
+    assert "new" not in plan.admitted and [q.job for q in plan.queue] == ["new"]

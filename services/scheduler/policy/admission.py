@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice
+from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice, wait_start
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -56,7 +56,7 @@ class _GpuState:
         self.empty_at = np.zeros(n_gpu)
         self.work = np.zeros(n_gpu)  # the residents' exclusive time left, summed
         self.slack = np.full(n_gpu, np.inf)
-        self._goal = goal
+        self.goal = goal  # the makespan goal the slack counts to
         self.busy_until = np.zeros(n_gpu)
         self.top_sd, self.top_per_s = np.zeros(n_gpu), np.zeros(n_gpu)
         self.runner: list[FleetJob | None] = [None] * n_gpu  # the job given the GPU
@@ -78,7 +78,7 @@ class _GpuState:
         self.shortest[g] = min(self.shortest[g], *rems)
         self.empty_at[g] = max(self.empty_at[g], *rems)
         self.work[g] += sum(rems)
-        self.slack[g] = self._goal - self._board.now - self.work[g]
+        self.slack[g] = self.goal - self._board.now - self.work[g]
 
     def _top(self, g: int) -> None:
         q, jobs = self._queues[g], self._board.jobs
@@ -131,7 +131,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     free = filler.left >= _FULL
     choice = paced_choice(job, room, free, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
-                          board.cached(job), look.gangs(free))
+                          board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
+                          wait_from=wait_start(look.empty_at, room, job.num_gpus))
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]

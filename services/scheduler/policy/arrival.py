@@ -10,7 +10,9 @@ on g (a short job slips in and leaves; a long one would hold them to the
 end, and GPUs are never taken back, so the rest of the cluster could idle
 meanwhile), and they can afford that wait without passing the makespan
 goal. Among such GPUs the `sd` placement rule takes those that least raise
-the slow-down of the job held back (`placement.py`).
+the slow-down of the job held back (`placement.py`). The makespan goal is
+no reason to wait when waiting would end later still: when even the first
+GPUs that could be empty (`wait_start`) leave too little time before it.
 """
 
 from __future__ import annotations
@@ -46,18 +48,27 @@ class Choice:
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
-                 cached: np.ndarray | None = None, gang: np.ndarray | None = None) -> Choice:
+                 cached: np.ndarray | None = None, gang: np.ndarray | None = None,
+                 goal_left: float = np.inf, wait_from: float = 0.0) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
-    held (makespan), the held-back job's SD and 1/alone, and (optional) which
-    job it would newly hold back (`placement.choose`'s `gang`)."""
+    held (makespan), the held-back job's SD and 1/alone, (optional) which
+    job it would newly hold back (`placement.choose`'s `gang`), the seconds
+    to the makespan goal and when it could start if it waited."""
     rem = job.remaining_s()
-    polite = (rem <= STACK_RATIO * shortest) & (rem <= slack)
+    polite = (rem <= STACK_RATIO * shortest) & ((rem <= slack) | (wait_from + rem > goal_left))
     ok = room & free
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)
     return Choice(got, ok, polite, score)
+
+
+def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:
+    """Seconds from now until `need` GPUs with room could be empty (at the soonest)."""
+    if room.sum() < need:
+        return float("inf")
+    return float(np.sort(empty_at[room])[need - 1])
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
@@ -96,6 +107,8 @@ class Outlook:
     reserved: np.ndarray
     release_s: float
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
+    goal_left: float = float("inf")  # seconds to the makespan goal the slack counts to
+    empty_at: np.ndarray | None = None  # seconds until each GPU could be empty
 
 
 @dataclass(frozen=True)
@@ -124,7 +137,8 @@ def outlook(board: Board, look: object) -> Outlook:
                    look.slack.copy(), look.busy_until.copy(), tuple(keys),
                    tuple(j.job if j else "" for j in runners), sd, per_s,
                    board.reserved.copy(), board.release_s,
-                   board.blocked_by.job if board.blocked_by else "")
+                   board.blocked_by.job if board.blocked_by else "",
+                   look.goal - board.now, look.empty_at.copy())  # type: ignore[attr-defined]
 
 
 def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
@@ -144,7 +158,10 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     held_sd = np.where(free, view.runner_sd, 0.0)
     held_per_s = np.where(free, view.runner_per_s, 0.0)
     choice = paced_choice(job, room, free, view.shortest, view.slack, held_sd, held_per_s,
-                          view.count, np.random.default_rng(seed), view.node)
+                          view.count, np.random.default_rng(seed), view.node,
+                          goal_left=view.goal_left,
+                          wait_from=wait_start(view.empty_at, room, job.num_gpus)
+                          if view.empty_at is not None else 0.0)
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
     start = float(np.sort(view.busy_until[compat])[job.num_gpus - 1]) \
