@@ -106,9 +106,9 @@ class Outlook:
     runner_per_s: np.ndarray
     reserved: np.ndarray
     release_s: float
+    goal_left: float  # seconds to the makespan goal the slack counts to
+    empty_at: np.ndarray  # seconds until each GPU could be empty
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
-    goal_left: float = float("inf")  # seconds to the makespan goal the slack counts to
-    empty_at: np.ndarray | None = None  # seconds until each GPU could be empty
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ def outlook(board: Board, look: object) -> Outlook:
                    look.slack.copy(), look.busy_until.copy(), tuple(keys),
                    tuple(j.job if j else "" for j in runners), sd, per_s,
                    board.reserved.copy(), board.release_s,
-                   board.blocked_by.job if board.blocked_by else "",
-                   look.goal - board.now, look.empty_at.copy())  # type: ignore[attr-defined]
+                   look.goal - board.now, look.empty_at.copy(),  # type: ignore[attr-defined]
+                   board.blocked_by.job if board.blocked_by else "")
 
 
 def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
@@ -160,8 +160,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     choice = paced_choice(job, room, free, view.shortest, view.slack, held_sd, held_per_s,
                           view.count, np.random.default_rng(seed), view.node,
                           goal_left=view.goal_left,
-                          wait_from=wait_start(view.empty_at, room, job.num_gpus)
-                          if view.empty_at is not None else 0.0)
+                          wait_from=wait_start(view.empty_at, room, job.num_gpus))
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
     start = float(np.sort(view.busy_until[compat])[job.num_gpus - 1]) \
