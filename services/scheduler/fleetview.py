@@ -95,7 +95,9 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         for r in ranks:
             gpus.setdefault(r.device_id, Gpu(r.device_id, r.node))
         n, batch = len(ranks), spec.global_batch
-        total, rate = _speed(spec.total_samples, est.exclusive_rate if est else spec.exclusive_rate)
+        known_rate = est.exclusive_rate if est else spec.exclusive_rate
+        total, rate = _speed(spec.total_samples, known_rate)
+        rate_known = known_rate > 0
         state = decided.get(spec.job_id)
         if state is not None:
             step, sample = state.ranks[0].sec_per_step, state.ranks[0].sec_per_sample
@@ -110,7 +112,8 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         jobs.append(FleetJob(spec.job_id, n, batch, arrival, float(total), rate, sample, step,
                              min(float(est.samples_done) if est else 0.0, float(total) * 0.999999),
                              spec.model, min(caps) if caps else None,
-                             tuple(r.device_id for r in ranks), tuple(split), ready=not not_ready))
+                             tuple(r.device_id for r in ranks), tuple(split), ready=not not_ready,
+                             length_known=spec.total_samples > 0 and rate_known))
     waiting = {}
     for s in sorted(submissions, key=lambda s: s.job_id):
         for d in s.devices:
@@ -122,6 +125,7 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         if not s.placed:
             waiting[s.job_id] = s
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
-                             sample, step, model=s.model, ready=not s.placed, **placed))
+                             sample, step, model=s.model, ready=not s.placed,
+                             length_known=s.total_samples > 0 and s.exclusive_rate > 0, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

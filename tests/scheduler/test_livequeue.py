@@ -101,3 +101,14 @@ def test_starting_jobs_are_not_ready_and_a_job_held_before_its_first_step_is() -
     assert {j.job: j.ready for j in fleet.jobs} == {"run": False, "held": True, "just": True, "released": True,
                                                     "p": False}
     assert fleet.unstarted == {"run", "held"}
+
+
+def test_a_submission_of_unknown_length_counts_an_hour_as_a_stand_in_not_a_known_length() -> None:
+    known = Submission("k", 1, "n", ("g0",), global_batch=8, total_samples=800, exclusive_rate=8.0,
+                       submitted_unix_s=NOW)
+    unknown = Submission("u", 1, "n", ("g0",), global_batch=8, submitted_unix_s=NOW)
+    no_speed = Submission("s", 1, "n", ("g0",), global_batch=8, total_samples=800, submitted_unix_s=NOW)
+    jobs = {j.job: j for j in build_fleet([], {}, ClusterState(()), [known, unknown, no_speed], NOW).jobs}
+    assert jobs["k"].length_known and jobs["k"].alone_s() == 100.0
+    assert not jobs["u"].length_known and jobs["u"].alone_s() == 3600.0
+    assert not jobs["s"].length_known

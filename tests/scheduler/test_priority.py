@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.policy.fleet import FleetJob
 from gpufair.scheduler.policy.priority import (LONGEST_SLACK, MAKESPAN_SLACK, WIDE_CAP, deadline,
-                                               las_level, makespan_goal, priority_order, sd_target)
+                                               las_level, late_for_goal, makespan_goal,
+                                               priority_order, sd_target)
 
 
 def job(name: str, alone_s: float, arrival: float = 0.0, gpus: int = 1, done: float = 0.0,
@@ -72,6 +73,14 @@ def test_makespan_goal_is_a_little_above_the_longest_job_and_more_above_the_pack
         (1 + LONGEST_SLACK) * 1050.0)
     assert makespan_goal(jobs, now=60.0, num_gpus=1) == pytest.approx(
         (1 + MAKESPAN_SLACK) * 1200.0)
+
+
+def test_a_job_is_late_for_the_goal_once_its_latest_start_has_come_if_its_length_is_known():
+    long = job("long", 1000.0, done=100.0)  # 900 s left
+    assert not late_for_goal(long, now=99.0, goal=1000.0)
+    assert late_for_goal(long, now=100.0, goal=1000.0)
+    stand_in = FleetJob("unknown", 1, 8, 0.0, 1000.0, 1.0, 0.1, length_known=False)
+    assert not late_for_goal(stand_in, now=900.0, goal=1000.0)
 
 
 def test_jobs_due_at_the_makespan_goal_go_longest_first():

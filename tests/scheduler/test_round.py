@@ -345,3 +345,29 @@ def test_the_makespan_goal_is_no_reason_to_wait_when_waiting_ends_later_still():
     c = make_job("c", 1, 0.0, 1e3, on=["g4"])
     plan = plan_round([a, b, c, new], gpus, 0.0, PRESETS["gpufair"])
     assert "new" not in plan.admitted and [q.job for q in plan.queue] == ["new"]
+
+
+@pytest.mark.parametrize("now, spare, first", [(10.0, False, "short"), (100.0, True, "long"),
+                                               (100.0, False, "short")])
+def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgent_one_needs_it(
+        now, spare, first):
+    # The goal is 1,050 s (1.05 x the 1,000 s job's own finish alone); g1 is empty.
+    # The 10 s job is due first, so it gets g1 while the long one can still make the
+    # goal. From 50 s past the long job's latest start (now 100 s) the long one takes
+    # g1 if the short one still makes its deadline: with g2 free in 1 s it does;
+    # without g2 it would wait 500 s for g0, so it keeps g1.
+    gpus = [Gpu("g0"), Gpu("g1"), Gpu("g2")][:3 if spare else 2]
+    resident = make_job("resident", 1, 0.0, 5e4, on=["g0"])
+    tail = [make_job("tail", 1, 0.0, 100.0, on=["g2"])] if spare else []
+    long = make_job("long", 1, 0.0, 1e5)
+    short = make_job("short", 1, 0.0, 1e3)
+    plan = plan_round([resident, *tail, long, short], gpus, now, PRESETS["gpufair"])
+    assert plan.outlook.goal == pytest.approx(1050.0)
+    assert plan.admitted[first] == ("g1",)
+    if first == "short":
+        assert [q.job for q in plan.queue] == ["long"]
+    else:  # the short one waits or slips in beside a resident, not on g1
+        assert plan.admitted.get("short") != ("g1",)
+    # Only empty GPUs: late or not, the long job never holds the resident back.
+    alone = plan_round([resident, long], gpus[:1], now, PRESETS["gpufair"])
+    assert "long" not in alone.admitted and alone.shares["resident"] == (1.0,)

@@ -151,4 +151,4 @@ def fleet_job(gang: Gang, profile: StepTimeModel | None, cached_nodes: frozenset
     total = float(gang.samples) if known else rate * DEFAULT_ALONE_S  # type: ignore[arg-type]
     return FleetJob(job=gang.job, num_gpus=n, global_batch=batch, arrival_s=gang.arrival_s,
                     samples_total=total, exclusive_rate=rate, sec_per_sample=per_sample, sec_per_step=per_step,
-                    model=gang.model, cached_nodes=cached_nodes)
+                    model=gang.model, cached_nodes=cached_nodes, length_known=known)

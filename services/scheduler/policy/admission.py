@@ -20,7 +20,12 @@ urgent held job waits for: slowing it would delay that job too.
 No starvation: under the `sd` queue the most urgent job that cannot start
 gets a reservation once it is at risk (`board.RESERVE_LAXITY`), and later
 jobs use its GPUs only when they will be done before it can start (EASY
-backfilling).
+backfilling). Before the walk, a waiting job whose latest start for the
+makespan goal has come takes empty GPUs whatever its place in the order,
+unless a more urgent waiting job would then miss its deadline (`_claims`):
+the order is by slow-down deadline, and a week-long job due at the goal
+otherwise waits out every shorter job due before it and ends past the goal
+(Gavel-style traces: 19 % past it; bench/scheduler/HISTORY.md round 13).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, 
     RoundPlan, validate_fleet
 from gpufair.scheduler.policy.paced import Filler
 from gpufair.scheduler.policy.placement import choose
-from gpufair.scheduler.policy.priority import makespan_goal
+from gpufair.scheduler.policy.priority import deadline, late_for_goal, makespan_goal
 from gpufair.scheduler.policy.sliced import sliced_round
 
 _FULL = 1 - 1e-9
@@ -141,19 +146,62 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     return None
 
 
+def _claims(board: Board, look: _GpuState) -> dict[int, tuple[int, ...]]:
+    """Waiting jobs late for the makespan goal (`priority.late_for_goal`),
+    placed on empty GPUs ahead of the order (module docstring). Empty GPUs
+    only, so nobody is held back for them; and only where every more urgent
+    waiting job that makes its deadline meets it still, starting on the
+    GPUs left or on the claimed ones once the late job is done. One that
+    cannot claim waits its turn."""
+    claims: dict[int, tuple[int, ...]] = {}
+    if board.levers.queue != "sd" or board.levers.placement != "sd":
+        return claims
+    for at, i in enumerate(board.order):
+        job = board.jobs[i]
+        if not (job.waiting and late_for_goal(job, board.now, board.goal)):
+            continue
+        room = board.room(job) & (board.count == 0) & board.backfill(job.remaining_s())
+        got = choose("sd", job.num_gpus, np.flatnonzero(room), board.count, board.rng,
+                     node=board.node, cached=board.cached(job))
+        if got is not None and _affordable(board, look, board.order[:at], got, job.remaining_s()):
+            board.admit(i, got)
+            claims[i] = got
+    return claims
+
+
+def _affordable(board: Board, look: _GpuState, ahead: Sequence[int], got: tuple[int, ...],
+                seconds: float) -> bool:
+    """Can every waiting job in `ahead` that would make its slow-down deadline
+    still make it with GPUs `got` busy for `seconds` more?"""
+    later = look.empty_at.copy()
+    later[list(got)] = np.maximum(later[list(got)], seconds)
+    for k in ahead:
+        other = board.jobs[k]
+        if not other.waiting or other.job in board.admitted:
+            continue
+        due = deadline(other, board.target, board.goal) - board.now - other.remaining_s()
+        room = board.room(other)
+        if wait_start(look.empty_at, room, other.num_gpus) <= due < wait_start(
+                later, room, other.num_gpus):
+            return False
+    return True
+
+
 def _paced(board: Board) -> RoundPlan:
     lv = board.levers
     filler = Filler(len(board.gpus), board.interference, lv.min_share,
                     joint=lv.split != "even", now=board.now, sd_cap=board.target)
     look = _GpuState(board)
     held: list[tuple[FleetJob, list[int]]] = []
-    for i in board.order:
+    claims = _claims(board, look)
+    for i in [*claims, *(i for i in board.order if i not in claims)]:
         job = board.jobs[i]
         if job.waiting:
-            got = _place(board, job, filler, look)
+            got = claims.get(i) or _place(board, job, filler, look)
             if got is None:
                 continue
-            board.admit(i, got)
+            if i not in claims:
+                board.admit(i, got)
             for g in got:
                 look.resident(g, [job.remaining_s()])
             ranks = list(got)

@@ -58,7 +58,9 @@ class FleetJob:
     `cached_nodes` the nodes whose cache holds its dataset (placement ties),
     `ready` False for a resident job whose trainers have not taken a step
     (starting): it keeps its GPUs and place but cannot use GPU time yet, so
-    the round gives that time to others."""
+    the round gives that time to others. `length_known` False: its length
+    is a stand-in (no sample count or speed known), good for ordering but
+    not for the makespan goal's latest start."""
 
     job: str
     num_gpus: int
@@ -77,6 +79,7 @@ class FleetJob:
     attained_s: float = 0.0
     cached_nodes: frozenset[str] = frozenset()
     ready: bool = True
+    length_known: bool = True
 
     @property
     def waiting(self) -> bool:

@@ -103,6 +103,15 @@ def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
                         (1 + MAKESPAN_SLACK) * (packed - origin))
 
 
+def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
+    """Has `job`'s latest start for finishing by the makespan goal come?
+    Deadline order alone can leave such a job behind a stream of shorter
+    ones with earlier deadlines: it cannot run faster than alone, so it then
+    ends past the goal (`admission._claims` lets it start first). Never for
+    a job whose length is a stand-in."""
+    return job.length_known and goal - now - job.remaining_s() <= 0.0
+
+
 def deadline(job: FleetJob, target: float, goal: float) -> float:
     """The `sd` rule's deadline of `job` at slow-down target `target`."""
     wide = min(math.sqrt(job.num_gpus), WIDE_CAP)
