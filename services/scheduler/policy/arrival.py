@@ -68,7 +68,7 @@ def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:
     """Seconds from now until `need` GPUs with room could be empty (at the soonest)."""
     if room.sum() < need:
         return float("inf")
-    return float(np.sort(empty_at[room])[need - 1])
+    return float(np.partition(empty_at[room], need - 1)[need - 1])
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
