@@ -26,13 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufair.scheduler.jobindex import JobView
-from gpufair.scheduler.policy.fleet import FleetJob, Gpu
+from gpufair.scheduler.policy.fleet import UNKNOWN_ALONE_S, FleetJob, Gpu
 from gpufair.scheduler.policy.model import even_split
 from gpufair.scheduler.policy.types import ClusterState
 from gpufair.scheduler.snapshot import JobEstimate
 from gpufair.scheduler.submissions import Submission
 
-UNKNOWN_ALONE_S = 3600.0  # a job of unknown length counts as an hour alone
 #: A registered job steps within this long as a rule (its trainers register just
 #: before training): it gets its time at once, so the jobs it holds stop before its
 #: first step instead of slowing it for a round or two. One that has not stepped
@@ -58,14 +57,15 @@ def _costs(batch: int, gpus: int, exclusive_rate: float) -> tuple[float, float]:
     return 0.1 * step, 0.9 * step / max(even_split(batch, gpus))
 
 
-def _speed(total: float, exclusive_rate: float) -> tuple[float, float]:
-    """(total samples, exclusive rate), unknowns filled as the module says."""
+def _speed(total: float, exclusive_rate: float) -> tuple[float, float, bool]:
+    """(total samples, exclusive rate, whether the length is known), unknowns
+    filled as the module says."""
     if exclusive_rate > 0 and total > 0:
-        return total, exclusive_rate
+        return total, exclusive_rate, True
     if exclusive_rate > 0:
-        return exclusive_rate * UNKNOWN_ALONE_S, exclusive_rate
+        return exclusive_rate * UNKNOWN_ALONE_S, exclusive_rate, False
     total = total if total > 0 else UNKNOWN_ALONE_S
-    return total, total / UNKNOWN_ALONE_S
+    return total, total / UNKNOWN_ALONE_S, False
 
 
 def startup_excluded(s: Submission, now: float) -> float:
@@ -95,9 +95,8 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         for r in ranks:
             gpus.setdefault(r.device_id, Gpu(r.device_id, r.node))
         n, batch = len(ranks), spec.global_batch
-        known_rate = est.exclusive_rate if est else spec.exclusive_rate
-        total, rate = _speed(spec.total_samples, known_rate)
-        rate_known = known_rate > 0
+        total, rate, known = _speed(spec.total_samples,
+                                    est.exclusive_rate if est else spec.exclusive_rate)
         state = decided.get(spec.job_id)
         if state is not None:
             step, sample = state.ranks[0].sec_per_step, state.ranks[0].sec_per_sample
@@ -113,12 +112,12 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
                              min(float(est.samples_done) if est else 0.0, float(total) * 0.999999),
                              spec.model, min(caps) if caps else None,
                              tuple(r.device_id for r in ranks), tuple(split), ready=not not_ready,
-                             length_known=spec.total_samples > 0 and rate_known))
+                             length_known=known))
     waiting = {}
     for s in sorted(submissions, key=lambda s: s.job_id):
         for d in s.devices:
             gpus.setdefault(d, Gpu(d, s.node))
-        total, rate = _speed(s.total_samples, s.exclusive_rate)
+        total, rate, known = _speed(s.total_samples, s.exclusive_rate)
         step, sample = _costs(s.global_batch, s.num_gpus, rate)
         # A placed submission holds its GPUs while its trainers start.
         placed = dict(gpus=s.placed, split=even_split(s.global_batch, s.num_gpus)) if s.placed else {}
@@ -126,6 +125,6 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
             waiting[s.job_id] = s
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
                              sample, step, model=s.model, ready=not s.placed,
-                             length_known=s.total_samples > 0 and s.exclusive_rate > 0, **placed))
+                             length_known=known, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

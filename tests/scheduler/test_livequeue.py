@@ -7,7 +7,7 @@ from gpufair.scheduler.lifecycle import JobLife, Phase
 from gpufair.scheduler.jobindex import JobView
 from gpufair.scheduler.jobs import JobSpec, Placement, Split
 from gpufair.scheduler.livequeue import live_shares, queue_entries
-from gpufair.scheduler.policy.fleet import FleetJob, Gpu, RoundPlan
+from gpufair.scheduler.policy.fleet import UNKNOWN_ALONE_S, FleetJob, Gpu, RoundPlan
 from gpufair.scheduler.policy.types import ClusterState
 from gpufair.scheduler.submissions import Submission
 
@@ -110,5 +110,5 @@ def test_a_submission_of_unknown_length_counts_an_hour_as_a_stand_in_not_a_known
     no_speed = Submission("s", 1, "n", ("g0",), global_batch=8, total_samples=800, submitted_unix_s=NOW)
     jobs = {j.job: j for j in build_fleet([], {}, ClusterState(()), [known, unknown, no_speed], NOW).jobs}
     assert jobs["k"].length_known and jobs["k"].alone_s() == 100.0
-    assert not jobs["u"].length_known and jobs["u"].alone_s() == 3600.0
+    assert not jobs["u"].length_known and jobs["u"].alone_s() == UNKNOWN_ALONE_S
     assert not jobs["s"].length_known

@@ -18,6 +18,7 @@ from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
 from gpufair.scheduler.policy.placement import choose
+from gpufair.scheduler.policy.priority import late_for_goal
 
 
 class Models:
@@ -368,6 +369,15 @@ def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgen
         assert [q.job for q in plan.queue] == ["long"]
     else:  # the short one waits or slips in beside a resident, not on g1
         assert plan.admitted.get("short") != ("g1",)
-    # Only empty GPUs: late or not, the long job never holds the resident back.
-    alone = plan_round([resident, long], gpus[:1], now, PRESETS["gpufair"])
-    assert "long" not in alone.admitted and alone.shares["resident"] == (1.0,)
+
+
+def test_a_job_late_for_the_makespan_goal_with_no_empty_gpu_holds_nobody_back():
+    # Both GPUs hold a job with 10 s left; the 1,000 s job is 50 s past its latest
+    # start for the goal (1,050 s) but takes only empty GPUs: it waits.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    busy = [make_job(f"busy{g}", 1, 0.0, 1e3, on=[f"g{g}"]) for g in range(2)]
+    long = make_job("long", 1, 0.0, 1e5)
+    plan = plan_round([*busy, long], gpus, 100.0, PRESETS["gpufair"])
+    assert plan.outlook.goal == pytest.approx(1050.0)
+    assert late_for_goal(long, 100.0, plan.outlook.goal)
+    assert "long" not in plan.admitted and all(plan.shares[b.job] == (1.0,) for b in busy)

@@ -22,12 +22,7 @@ from gpufair.common.steptime import StepTimeModel
 from gpufair.common.uris import parse_dataset_uri
 from gpufair.scheduler.k8s.objects import (BATCH_ANNOTATION, DATASET_ANNOTATION, GATE, JOB_LABEL, MODEL_ANNOTATION,
                                            PODS_ANNOTATION, SAMPLES_ANNOTATION, PodView)
-from gpufair.scheduler.policy.fleet import FleetJob
-
-#: A job's exclusive run time when its annotations and profiles do not say:
-#: jobs of unknown length then queue in arrival order among themselves.
-DEFAULT_ALONE_S = 3600.0
-
+from gpufair.scheduler.policy.fleet import UNKNOWN_ALONE_S, FleetJob
 
 @dataclass(frozen=True)
 class Gang:
@@ -139,7 +134,7 @@ def fleet_job(gang: Gang, profile: StepTimeModel | None, cached_nodes: frozenset
     """The gang as the round planner sees it: a waiting job. With a step-time
     profile of its model its exclusive speed is the profile's on its GPU
     count at the even split (synchronisation included); its length needs
-    that speed and `gpufair.io/samples`, else it is `DEFAULT_ALONE_S`."""
+    that speed and `gpufair.io/samples`, else it is `UNKNOWN_ALONE_S`."""
     n = gang.gpus
     batch = gang.global_batch or n
     if profile is not None and profile.c_s > 0:
@@ -148,7 +143,7 @@ def fleet_job(gang: Gang, profile: StepTimeModel | None, cached_nodes: frozenset
     else:  # unknown speed: one step a second; only the order among such jobs matters
         rate, per_sample, per_step = float(batch), n / batch, 0.0
     known = gang.samples is not None and profile is not None and profile.c_s > 0
-    total = float(gang.samples) if known else rate * DEFAULT_ALONE_S  # type: ignore[arg-type]
+    total = float(gang.samples) if known else rate * UNKNOWN_ALONE_S  # type: ignore[arg-type]
     return FleetJob(job=gang.job, num_gpus=n, global_batch=batch, arrival_s=gang.arrival_s,
                     samples_total=total, exclusive_rate=rate, sec_per_sample=per_sample, sec_per_step=per_step,
                     model=gang.model, cached_nodes=cached_nodes, length_known=known)

@@ -49,6 +49,12 @@ class Gpu:
     node: str = ""
 
 
+#: A job of unknown length (no sample count or speed) counts as this long
+#: alone: neither starved nor rushed, and jobs of unknown length queue in
+#: arrival order among themselves (`FleetJob.length_known` False).
+UNKNOWN_ALONE_S = 3600.0
+
+
 @dataclass(frozen=True)
 class FleetJob:
     """A job as the round planner sees it: waiting (`gpus` empty) or resident.
@@ -59,8 +65,8 @@ class FleetJob:
     `ready` False for a resident job whose trainers have not taken a step
     (starting): it keeps its GPUs and place but cannot use GPU time yet, so
     the round gives that time to others. `length_known` False: its length
-    is a stand-in (no sample count or speed known), good for ordering but
-    not for the makespan goal's latest start."""
+    is the `UNKNOWN_ALONE_S` stand-in, good for ordering but not for the
+    makespan goal's latest start."""
 
     job: str
     num_gpus: int
