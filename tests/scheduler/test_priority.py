@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,13 +68,17 @@ def test_wide_jobs_get_a_later_deadline_capped():
 
 
 def test_makespan_goal_is_a_little_above_the_longest_job_and_more_above_the_packed_work():
-    # b alone from its arrival ends at 1050 s; all the work packed onto 2 GPUs from
-    # now ends at 630 s, onto 1 GPU at 1200 s. The longest job gets the smaller slack.
+    # b alone from its arrival ends at 1050 s; the work left (1,140 GPU-s) packed onto
+    # 2 GPUs from now ends at 630 s, onto 1 GPU at 1200 s. The longest job gets the
+    # smaller slack; the packed work's slack is on the work left, so a cluster whose
+    # oldest job arrived long ago gets no more of it.
     jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
     assert makespan_goal(jobs, now=60.0, num_gpus=2) == pytest.approx(
         (1 + LONGEST_SLACK) * 1050.0)
     assert makespan_goal(jobs, now=60.0, num_gpus=1) == pytest.approx(
-        (1 + MAKESPAN_SLACK) * 1200.0)
+        60.0 + (1 + MAKESPAN_SLACK) * 1140.0)
+    aged = [replace(j, arrival_s=j.arrival_s - 1e5) for j in jobs]  # a day older, as much left
+    assert makespan_goal(aged, now=60.0, num_gpus=1) == makespan_goal(jobs, now=60.0, num_gpus=1)
 
 
 def test_a_job_is_late_for_the_goal_once_its_latest_start_has_come_if_its_length_is_known():

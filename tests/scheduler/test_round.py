@@ -155,7 +155,7 @@ def test_a_short_urgent_job_slips_in_and_a_long_one_waits_for_free_gpus():
     assert plan.admitted["short"] == {"long-a": ("g0",), "long-b": ("g1",)}[held]
     assert plan.shares["short"] == (1.0,) and plan.shares[held][0] == pytest.approx(1 - 6.25 / 6.756756, rel=1e-3)
     (entry,) = plan.queue
-    assert entry.job == "other" and "hold back longer jobs" in entry.reason
+    assert entry.job == "other" and entry.reason == "behind more urgent jobs: long-b, short"
 
 
 @pytest.mark.parametrize("shares", ["time-slicing", "paced"])
@@ -329,22 +329,23 @@ def test_a_resident_not_ready_yet_leaves_its_gpus_time_to_the_others():
 
 
 def test_the_makespan_goal_is_no_reason_to_wait_when_waiting_ends_later_still():
-    # Two 2-GPU residents with 1,900 s alone left fill four GPUs; a 730 s newcomer
-    # there would push them past the makespan goal (2,499 s: 1.2 x the packed work),
-    # but waiting for a GPU to empty would end it at 2,630 s: it starts at once.
-    gpus = [Gpu(f"g{i}") for i in range(5)]
-    a = make_job("a", 2, 0.0, 3.8e5, on=["g0", "g1"])
-    b = make_job("b", 2, 0.0, 3.8e5, on=["g2", "g3"])
-    new = make_job("new", 1, 0.0, 7.3e4)
-    plan = plan_round([a, b, new], gpus[:4], 0.0, PRESETS["gpufair"])
-    assert plan.outlook.goal == pytest.approx(1.2 * (4 * 1900 + 730) / 4)
-    assert "new" in plan.admitted and not plan.queue
+    # A 2,000 s resident on g0 and seven 1,200 s ones on g1-g7. A 1,000 s newcomer on
+    # g0 would push that resident past the makespan goal (2,137.5 s: the 11,400 GPU-s
+    # left, packed onto 8 GPUs, plus half), but waiting for a GPU to empty would end
+    # it at 2,200 s: it starts at once.
+    gpus = [Gpu(f"g{i}") for i in range(9)]
+    a = make_job("a", 1, 0.0, 2e5, on=["g0"])
+    rest = [make_job(f"b{i}", 1, 0.0, 1.2e5, on=[f"g{i}"]) for i in range(1, 8)]
+    new = make_job("new", 1, 0.0, 1e5)
+    plan = plan_round([a, *rest, new], gpus[:8], 0.0, PRESETS["gpufair"])
+    assert plan.outlook.goal == pytest.approx(1.5 * (2000 + 7 * 1200 + 1000) / 8)
+    assert plan.admitted == {"new": ("g0",)} and not plan.queue
     # The same between rounds, against the round's outlook without it.
-    before = plan_round([a, b], gpus[:4], 0.0, PRESETS["gpufair"])
-    assert place_arrival(before.outlook, new, NoInterference()).gpus is not None
+    before = plan_round([a, *rest], gpus[:8], 0.0, PRESETS["gpufair"])
+    assert place_arrival(before.outlook, new, NoInterference()).gpus == ("g0",)
     # A GPU that empties in 10 s: waiting for it ends in time, so it waits.
-    c = make_job("c", 1, 0.0, 1e3, on=["g4"])
-    plan = plan_round([a, b, c, new], gpus, 0.0, PRESETS["gpufair"])
+    c = make_job("c", 1, 0.0, 1e3, on=["g8"])
+    plan = plan_round([a, *rest, c, new], gpus, 0.0, PRESETS["gpufair"])
     assert "new" not in plan.admitted and [q.job for q in plan.queue] == ["new"]
 
 
@@ -356,9 +357,9 @@ def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgen
     # The 10 s job is due first, so it gets g1 while the long one can still make the
     # goal. From 50 s past the long job's latest start (now 100 s) the long one takes
     # g1 if the short one still makes its deadline: with g2 free in 1 s it does;
-    # without g2 it would wait 500 s for g0, so it keeps g1.
+    # without g2 it would wait 250 s for g0, so it keeps g1.
     gpus = [Gpu("g0"), Gpu("g1"), Gpu("g2")][:3 if spare else 2]
-    resident = make_job("resident", 1, 0.0, 5e4, on=["g0"])
+    resident = make_job("resident", 1, 0.0, 2.5e4, on=["g0"])
     tail = [make_job("tail", 1, 0.0, 100.0, on=["g2"])] if spare else []
     long = make_job("long", 1, 0.0, 1e5)
     short = make_job("short", 1, 0.0, 1e3)

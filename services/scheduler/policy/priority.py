@@ -53,12 +53,15 @@ from gpufair.scheduler.policy.fleet import FleetJob
 
 _BISECT = 40
 WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow jobs'
-#: The makespan goal: this much above the longest job's own finish (arrival
-#: plus time alone), and `MAKESPAN_SLACK` above all the work packed onto the
-#: GPUs. The longest job's term gets the smaller slack: 0.2 of a week-long
-#: job let it be held for a day and a half (HISTORY.md round 11).
+#: The makespan goal: `LONGEST_SLACK` past the longest job's own finish
+#: (arrival plus time alone), and the remaining work packed onto the GPUs
+#: plus `MAKESPAN_SLACK` of it. The longest job's term gets the smaller
+#: slack: 0.2 of a week-long job let it be held for a day and a half; the
+#: slack on the work is on the work *left*, not on the time since the oldest
+#: job arrived, which grows with that job's age however little work is left
+#: (HISTORY.md rounds 11 and 14).
 LONGEST_SLACK = 0.05
-MAKESPAN_SLACK = 0.2
+MAKESPAN_SLACK = 0.5
 LAS_QUANTUM_S = 3600.0  # the first LAS level: one GPU-hour of service
 
 
@@ -90,17 +93,17 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
 
 
 def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
-    """When the jobs present should all be done, measured from the oldest
-    job's arrival: a little above the makespan's lower bound, every job alone
-    from its arrival (`LONGEST_SLACK`) and all remaining work packed onto the
-    GPUs (`MAKESPAN_SLACK`)."""
+    """When the jobs present should all be done: above both of the makespan's
+    lower bounds, every job alone from its arrival (`LONGEST_SLACK` of the
+    time from the oldest arrival) and all remaining work packed onto the GPUs
+    from now (`MAKESPAN_SLACK` of that work)."""
     if not jobs:
         return now
     origin = min(j.arrival_s for j in jobs)
     longest = max(j.arrival_s + j.alone_s() for j in jobs)
-    packed = now + sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus
-    return origin + max((1 + LONGEST_SLACK) * (longest - origin),
-                        (1 + MAKESPAN_SLACK) * (packed - origin))
+    packed = sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus
+    return max(origin + (1 + LONGEST_SLACK) * (longest - origin),
+               now + (1 + MAKESPAN_SLACK) * packed)
 
 
 def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
