@@ -4,7 +4,8 @@ time, every comparison in the same run.
 
     .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
         [--colocation FILE] [--gpu-types k80,p100] [--workloads 1,2,my.csv]
-        [--gavel-seeds 12] [--skip-mixes] [--skip-gavel] [--skip-timing]
+        [--speedup 8] [--mix-seeds 0] [--gavel-seeds 12]
+        [--skip-mixes] [--skip-gavel] [--skip-timing]
 
 Configurations (`gpufair sim` flags), all on the same trace, seed and file:
   k8s        --preset k8s: FIFO, least-loaded, time-slicing, even (plain DDP)
@@ -70,29 +71,37 @@ def figures(s: dict) -> str:
 
 
 def run_mixes(args) -> None:
-    """Every GPU type x workload x mix under every configuration; targets vs k8s."""
-    print(f"\nshared mixes: {args.gpus} GPUs, arrivals / {args.speedup:g}, replicas <= "
-          f"{args.max_replicas}\n{'gpu':<5} {'wl':<4} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
+    """Every GPU type x workload x mix under every configuration (and, for a
+    grid, every speed-up and mix seed); targets vs k8s."""
+    grid = len(args.speedups) > 1 or args.mix_seeds != [0]
+    runs = [(label, seed, trace, speedup, offset, f"{label}/{speedup:g}+{offset}" if grid else label)
+            for label, seed, trace in args.traces for speedup in args.speedups
+            for offset in args.mix_seeds]
+    width = max(4, *(len(r[-1]) for r in runs))
+    seeds = f", mix seeds +{', +'.join(map(str, args.mix_seeds))}" if grid else ""
+    print(f"\nshared mixes: {args.gpus} GPUs, arrivals / {', '.join(f'{s:g}' for s in args.speedups)}"
+          f"{seeds}, replicas <= {args.max_replicas}\n"
+          f"{'gpu':<5} {'wl':<{width}} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
     cells = []
     for gpu_type, colo in args.colocations:
-        for label, seed, trace in args.traces:
-            for mix, jobs in mixes(trace, args.max_replicas, args.speedup, seed).items():
+        for _, seed, trace, speedup, offset, label in runs:
+            for mix, jobs in mixes(trace, args.max_replicas, speedup, seed + offset).items():
                 cell = {}
                 for name, kw in CONFIGS.items():
                     t0 = time.perf_counter()
                     cell[name] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed, **kw)
                                           ).summary()
                     cell[name]["sim_s"] = time.perf_counter() - t0
-                    print(f"{gpu_type:<5} {label:<4} {mix:<9} {name:<10} {figures(cell[name])} "
+                    print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
                           f"{cell[name]['sim_s']:>6.1f}", flush=True)
                 cells.append(((gpu_type, label, mix), cell))
-    verdict(cells)
+    verdict(cells, width)
 
 
-def verdict(cells) -> None:
+def verdict(cells, width: int = 4) -> None:
     """The targets over contended cells (k8s utilisation >= 50 %)."""
     rows = []
-    print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<4} "
+    print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<{width}} "
           f"{'mix':<9} {'maxSD cut':>9} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
           f"{'goodput pt':>10} {'sim_s':>6} {'k8s sim_s':>9}")
     for (gpu_type, label, mix), c in cells:
@@ -103,7 +112,7 @@ def verdict(cells) -> None:
                fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
                100 * (fair["goodput"] - k8s["goodput"]))
         rows.append(row)
-        print(f"{gpu_type:<5} {label:<4} {mix:<9} {row[0]:>+9.1%} {row[1]:>+7.1%} {row[2]:>6.2f} "
+        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row[0]:>+9.1%} {row[1]:>+7.1%} {row[2]:>6.2f} "
               f"{row[3]:>+7.1f} {row[4]:>+10.1f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
     if not rows:
         print("(no contended cell)")
@@ -184,6 +193,17 @@ def run_timing(args) -> None:
               f"{min(arrivals):>7.2f} / {statistics.median(arrivals):<5.2f}", flush=True)
 
 
+def _numbers(ap: argparse.ArgumentParser, flag: str, text: str, kind: type) -> list:
+    """A comma-separated list of numbers, or a usage error naming `flag`."""
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        ap.error(f"{flag}: want comma-separated {kind.__name__}s, not {text!r}")
+    if not values:
+        ap.error(f"{flag}: give at least one value")
+    return values
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
@@ -192,7 +212,10 @@ def main() -> int:
     ap.add_argument("--workloads", default="1,2,3,4",
                     help="AdaptDL mix numbers and/or trace files, comma-separated")
     ap.add_argument("--gpus", type=int, default=32)
-    ap.add_argument("--speedup", type=float, default=8.0, help="divide mix arrivals by this")
+    ap.add_argument("--speedup", default="8", help="divide mix arrivals by this; several, "
+                    "comma-separated, run every mix at each (a grid: 6,8,10)")
+    ap.add_argument("--mix-seeds", default="0", help="offsets added to each trace's seed when "
+                    "drawing its mixes, comma-separated (a grid: 0,10)")
     ap.add_argument("--max-replicas", type=int, default=16)
     ap.add_argument("--gavel-seeds", type=int, default=12, help="generated traces per GPU type")
     ap.add_argument("--gavel-jobs", type=int, default=120)
@@ -212,6 +235,10 @@ def main() -> int:
     if unknown:
         ap.error(f"--gavel-configs: unknown {', '.join(unknown)}; choose from {', '.join(GAVEL_RUNS)}")
     args.gavel_configs = [n for n in GAVEL_RUNS if n in {*names, "FIFO strict", "gpufair"}]
+    args.speedups = _numbers(ap, "--speedup", args.speedup, float)
+    args.mix_seeds = _numbers(ap, "--mix-seeds", args.mix_seeds, int)
+    if min(args.speedups) <= 0:
+        ap.error("--speedup: every speed-up must be positive")
     args.colocations = colocations(args.data, args.colocation, args.gpu_types)
     if not args.skip_mixes:
         args.traces = traces(args.data, args.workloads)
