@@ -77,7 +77,7 @@ def run_mixes(args) -> None:
     runs = [(label, seed, trace, speedup, offset, f"{label}/{speedup:g}+{offset}" if grid else label)
             for label, seed, trace in args.traces for speedup in args.speedups
             for offset in args.mix_seeds]
-    width = max(4, *(len(r[-1]) for r in runs))
+    width = max([4, *(len(r[-1]) for r in runs)])
     seeds = f", mix seeds +{', +'.join(map(str, args.mix_seeds))}" if grid else ""
     print(f"\nshared mixes: {args.gpus} GPUs, arrivals / {', '.join(f'{s:g}' for s in args.speedups)}"
           f"{seeds}, replicas <= {args.max_replicas}\n"
@@ -237,8 +237,8 @@ def main() -> int:
     args.gavel_configs = [n for n in GAVEL_RUNS if n in {*names, "FIFO strict", "gpufair"}]
     args.speedups = _numbers(ap, "--speedup", args.speedup, float)
     args.mix_seeds = _numbers(ap, "--mix-seeds", args.mix_seeds, int)
-    if min(args.speedups) <= 0:
-        ap.error("--speedup: every speed-up must be positive")
+    if not all(0 < s < float("inf") for s in args.speedups):
+        ap.error("--speedup: every speed-up must be a positive number")
     args.colocations = colocations(args.data, args.colocation, args.gpu_types)
     if not args.skip_mixes:
         args.traces = traces(args.data, args.workloads)
