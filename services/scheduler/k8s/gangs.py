@@ -24,6 +24,7 @@ from gpufair.scheduler.k8s.objects import (BATCH_ANNOTATION, DATASET_ANNOTATION,
                                            PODS_ANNOTATION, SAMPLES_ANNOTATION, PodView)
 from gpufair.scheduler.policy.fleet import UNKNOWN_ALONE_S, FleetJob
 
+
 @dataclass(frozen=True)
 class Gang:
     """The gated pods of one job, and what its annotations say."""
