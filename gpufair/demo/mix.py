@@ -106,15 +106,24 @@ def measure_exclusive(env: dict[str, str], workdir: Path, kinds: Sequence[JobKin
     """Each job alone on its own emulated GPUs: its exclusive speed in samples/s (the profiler's role)."""
     n = sum(j.world for j in kinds)
     env = dict(env, GPUFAIR_EMU_GPUS=str(n), GPUFAIR_EMU_DIR=str(workdir / "emu-exclusive"))
+    # The jobs step together, so each is measured beside the others' CPU work as in
+    # the shared runs, not beside their start-up (a fast job's 40 steps take a second).
+    go = workdir / f"exclusive-{len(kinds)}-{kinds[0].name}.go"
     jobs, next_dev = [], 0
     for job in kinds:
         devs = tuple(range(next_dev, next_dev + job.world))
         next_dev += len(devs)
         stats = workdir / f"{job.name}-exclusive"
-        jobs.append(launch(f"{job.name}-exclusive", _trainer_args(job, f"{job.name}-exclusive", devs, steps, stats, ["--no-gpufair"]),
+        jobs.append(launch(f"{job.name}-exclusive", _trainer_args(job, f"{job.name}-exclusive", devs, steps, stats,
+                                                                  ["--no-gpufair", "--start-file", str(go)]),
                            len(devs), workdir / "logs", env))
+
+    def start_when_ready() -> None:  # or at once when one failed: its error is reported, not a timeout
+        if not go.exists() and (len(list(workdir.glob(f"{go.name}.*"))) >= n or not all(j.alive() for j in jobs)):
+            go.touch()
+
     try:
-        _wait_all(jobs, 180)
+        _wait_all(jobs, 180, start_when_ready)
     finally:
         for j in jobs:
             j.kill()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -20,6 +22,9 @@ import gpufair.client
 from gpufair.common import env
 from gpufair.client.workloads.emulated import EmulatedDevice
 from gpufair.demo.data import load_local
+
+
+LR = 0.1
 
 
 class DataWait:
@@ -46,6 +51,8 @@ def main() -> None:
     p.add_argument("--exclusive-rate", type=float, default=0.0)
     p.add_argument("--stats-out", required=True)
     p.add_argument("--no-gpufair", action="store_true", help="measure exclusive speed without the control plane")
+    p.add_argument("--start-file", default="", help="mark `<file>.<job>.<rank>` when ready, then wait for the file "
+                                                     "itself before the first step (jobs measured together start together)")
     args = p.parse_args()
     if not args.devices:
         p.error("give --devices (or run under `gpufair submit`, which sets GPUFAIR_EMU_DEVICES)")
@@ -60,7 +67,6 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     params = list(model.parameters())
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss()
     config = gpufair.client.ClientConfig.from_env()
     if args.no_gpufair:
@@ -72,6 +78,10 @@ def main() -> None:
     waits = DataWait()
     loop = session.loop(dataset, observers=[waits])
     dist.barrier()  # every rank ready: training starts now
+    if args.start_file:
+        Path(f"{args.start_file}.{args.job}.{rank}").touch()
+        while not os.path.exists(args.start_file):
+            time.sleep(0.01)
     step, step_times, t_start = 0, [], time.time()
     speed = device.config.speeds[device.index]
     epoch = 0
@@ -94,8 +104,10 @@ def main() -> None:
             for q in params:
                 q.grad.copy_(flat[offset:offset + q.numel()].view_as(q))
                 offset += q.numel()
-            opt.step()
-            opt.zero_grad()
+            with torch.no_grad():  # plain SGD: torch.optim's first use imports torch._dynamo, ~1 s of start-up
+                for q in params:
+                    q.add_(q.grad, alpha=-LR)
+                    q.grad = None
             step_times.append(time.perf_counter() - t0)
             step += 1
             if step >= args.steps:

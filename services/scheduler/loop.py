@@ -43,10 +43,12 @@ class RoundResult:
 
 
 def _shares_moved(old: tuple[float, ...], new: tuple[float, ...]) -> bool:
-    """Pacing changed enough to tell the trainers: held <-> not, or a share by 0.02+."""
+    """Pacing changed enough to tell the trainers: held <-> not, a share by 0.02+,
+    or a sliver by half of itself."""
     if bool(old) != bool(new) or len(old) != len(new):
         return True
-    return any(abs(a - b) >= 0.02 or (a <= 0) != (b <= 0) for a, b in zip(old, new))
+    return any(abs(a - b) >= 0.02 or (a <= 0) != (b <= 0) or (min(a, b) > 0 and max(a, b) >= 1.5 * min(a, b))
+               for a, b in zip(old, new))
 
 
 def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:
@@ -254,15 +256,19 @@ class DecisionLoop:
                     settings: PolicySettings, metrics: dict[str, JobMetrics], slowdown: float) -> JobDecisionRecord:
         """Write a job's paced shares (and the split planned with them) when they moved."""
         job, old = view.spec.job_id, view.split
-        shares = tuple(round(x, 2) for x in shares)
+        # A sliver stays a sliver: a rank told 0 holds its whole job (`client.splits`).
+        shares = tuple(max(round(x, 3), 0.001) if x > 0 else 0.0 for x in shares)
         planned = plan.splits.get(job)
         if planned is None and not is_held(shares):  # given its GPUs while the plan held it (live_shares)
             caps = [r.max_batch or None for r in sorted(view.spec.ranks, key=lambda r: r.rank)]
             planned = round_split([1.0] * len(caps), view.spec.global_batch, caps)
         sizes = view.pinned or planned or (old.batch_sizes if old else ())
-        if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
-            sizes = old.batch_sizes
         held = is_held(shares)
+        # Shares are planned with their split: a paced rank kept on an older split
+        # would hold for work it does not have (a 3-sample sliver paced as a 1-sample one).
+        paced = not held and min(shares, default=1.0) < 0.99 and planned is not None and not view.pinned
+        if old is not None and not paced and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
+            sizes = old.batch_sizes
         if held:
             why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
         elif min(shares, default=1.0) < 0.99:

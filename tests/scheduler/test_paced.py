@@ -160,3 +160,32 @@ def test_a_borrower_that_moves_its_samples_elsewhere_fills_the_idle_time_within_
     assert split is not None and split[0] < split[1]
     assert filler.shares()["wide"][0] > 1 - 0.37 / 0.64 - 0.01  # (at least) the idle time
     assert "urgent" in filler.unpaced()
+
+
+def test_a_borrower_with_a_free_gpu_takes_a_sliver_under_the_minimum_share_rather_than_wait():
+    # The lender keeps its GPU 97 % busy: its idle time (3 %) is under the 5 % minimum
+    # share. A 2-GPU borrower whose other GPU is free runs there with one sample on the
+    # shared GPU (a short kernel) instead of being held with that GPU idle.
+    lender = FleetJob("urgent", 1, 64, 0.0, 1e5, 100.0, 0.0097, 0.0, 0.0, "m", rank_cap=64)
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(lender, [0]) is not None
+    assert 0 < filler.left[0] < 0.05
+    wide = FleetJob("wide", 2, 64, 0.0, 1e5, 500.0, 0.004, 0.0, 0.0, "m", rank_cap=64)  # 32 x 4 ms a step alone
+    split = filler.lend(wide, [0, 1])
+    assert split == (1, 63)
+    shares = filler.shares()
+    assert 0 < shares["wide"][0] < 0.05 and shares["wide"][1] == pytest.approx(1.0)
+    assert all(-1e-9 <= x <= 1 for x in filler.left)  # the plan divides GPU 0 within its time
+    # A 1-GPU borrower there gets nothing: a sliver is all it would have.
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(lender, [0]) is not None
+    assert filler.lend(fleet_job("small", 1), [0]) is None
+
+
+def test_the_joint_split_rounds_so_that_the_sliver_rank_does_not_slow_the_job():
+    # Continuous optimum: ~1.5 samples on the rank with 3 % of a GPU; rounding up to 2
+    # would make that rank the bottleneck, 1 leaves the full GPU setting the pace.
+    job = FleetJob("j", 2, 64, 0.0, 1e5, 200.0, 0.004, 0.0, 0.0, "m", rank_cap=64)
+    split, steps = best_fit(job, [1.0, 0.024], [1.0, 1.0], joint=True)
+    assert split == (63, 1)
+    assert steps == pytest.approx(1.0 / (63 * 0.004))

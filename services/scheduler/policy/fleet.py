@@ -123,7 +123,8 @@ class Levers:
       the split jointly with the shares.
     max_per_gpu: jobs resident on one GPU at most: a memory bound, since a
       held rank keeps its memory (the measured data has no memory sizes).
-    min_share: a rank is not given less of a GPU than this.
+    min_share: a job is not run on less of a GPU than this (a rank beside one
+      with at least this much may have a sliver of a lent GPU, `paced.Filler`).
     """
 
     queue: str = "sd"
