@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from gpufair.api.metrics.v1 import metrics_service_pb2 as pb
@@ -12,18 +13,23 @@ logger = logging.getLogger(__name__)
 
 
 class EmulatedProbe:
-    """Utilisation of an emulated device over the interval since the last reading (all its users)."""
+    """Utilisation of an emulated device (all its users) over the last `window_s` or
+    more: busy time is counted as each kernel ends, so a reading over a fraction of
+    a step may see none (a job's last reading, say), as nvidia-smi averages too."""
 
-    def __init__(self, device: Any) -> None:
-        self._device = device
-        self._last = (time.monotonic(), device.usage().busy_s)
+    def __init__(self, device: Any, window_s: float = 1.0) -> None:
+        self._device, self._window = device, window_s
+        self._samples = deque([(time.monotonic(), device.usage().busy_s)])
 
     def __call__(self) -> pb.DeviceReading | None:
         try:
             now, busy = time.monotonic(), self._device.usage().busy_s
         except Exception:  # noqa: BLE001 - a reading is optional
             return None
-        (t0, b0), self._last = self._last, (now, busy)
+        while len(self._samples) > 1 and now - self._samples[1][0] >= self._window:
+            self._samples.popleft()  # the newest sample at least a window old stays the base
+        t0, b0 = self._samples[0]
+        self._samples.append((now, busy))
         util = 100.0 * (busy - b0) / (now - t0) if now > t0 else 0.0
         return pb.DeviceReading(source=pb.DEVICE_SOURCE_EMULATED, utilization_percent=min(max(util, 0.0), 100.0), device_name="emulated")
 

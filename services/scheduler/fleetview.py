@@ -123,8 +123,9 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         placed = dict(gpus=s.placed, split=even_split(s.global_batch, s.num_gpus)) if s.placed else {}
         if not s.placed:
             waiting[s.job_id] = s
+        # Not ready, placed or not: its trainers start only once it is placed (seconds).
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
-                             sample, step, model=s.model, ready=not s.placed,
+                             sample, step, model=s.model, ready=False,
                              length_known=known, **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

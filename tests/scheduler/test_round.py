@@ -382,3 +382,19 @@ def test_a_job_late_for_the_makespan_goal_with_no_empty_gpu_holds_nobody_back():
     assert plan.outlook.goal == pytest.approx(1050.0)
     assert late_for_goal(long, 100.0, plan.outlook.goal)
     assert "long" not in plan.admitted and all(plan.shares[b.job] == (1.0,) for b in busy)
+
+
+def test_a_newcomer_whose_trainers_start_once_placed_leaves_its_gpus_time_to_others_meanwhile():
+    """A live submission (`ready` False) is placed ahead of a long resident, but its
+    trainers take seconds to start: the round that places it lets the resident run on
+    its GPUs. A simulated arrival (`ready` True) starts at once and takes its time."""
+    gpus = [Gpu("g0", "n"), Gpu("g1", "n")]
+    long = make_job("long", 2, -1000.0, 1e7, done=1e5, on=("g0", "g1"))
+    for ready in (False, True):
+        short = replace(make_job("short", 1, -60.0, 8000.0), ready=ready)  # a minute late, 80 s alone
+        plan = plan_round([long, short], gpus, 0.0, Levers())
+        assert "short" in plan.admitted
+        if ready:
+            assert plan.shares["short"] == pytest.approx((1.0,)) and min(plan.shares["long"]) < 1.0
+        else:
+            assert "short" not in plan.shares and plan.shares["long"] == pytest.approx((1.0, 1.0))

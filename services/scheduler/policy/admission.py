@@ -205,6 +205,9 @@ def _paced(board: Board) -> RoundPlan:
             for g in got:
                 look.resident(g, [job.remaining_s()])
             ranks = list(got)
+            if not job.ready:  # its trainers start in seconds: its GPUs' time goes to others until then
+                look.handled(i, ranks, False)
+                continue
         else:
             ranks = [board.pos[g] for g in job.gpus]
             if not job.ready:  # starting: its GPUs' time goes to the jobs after it

@@ -64,7 +64,9 @@ class FleetJob:
     `cached_nodes` the nodes whose cache holds its dataset (placement ties),
     `ready` False for a resident job whose trainers have not taken a step
     (starting): it keeps its GPUs and place but cannot use GPU time yet, so
-    the round gives that time to others. `length_known` False: its length
+    the round gives that time to others; for a waiting job, that its
+    trainers start only once it is placed (a live submission), so the round
+    that places it gives its GPUs' time to others as well. `length_known` False: its length
     is the `UNKNOWN_ALONE_S` stand-in, good for ordering but not for the
     makespan goal's latest start."""
 
