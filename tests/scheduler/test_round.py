@@ -398,3 +398,4 @@ def test_a_newcomer_whose_trainers_start_once_placed_leaves_its_gpus_time_to_oth
             assert plan.shares["short"] == pytest.approx((1.0,)) and min(plan.shares["long"]) < 1.0
         else:
             assert "short" not in plan.shares and plan.shares["long"] == pytest.approx((1.0, 1.0))
+        assert plan.placed["short"].how == "ahead of its neighbours"  # what it gets once it steps

@@ -193,6 +193,7 @@ def _paced(board: Board) -> RoundPlan:
                     joint=lv.split != "even", now=board.now, sd_cap=board.target)
     look = _GpuState(board)
     held: list[tuple[FleetJob, list[int]]] = []
+    starting: dict[str, tuple[float, ...]] = {}  # placed now, stepping later: what they will get
     claims = _claims(board, look)
     for i in [*claims, *(i for i in board.order if i not in claims)]:
         job = board.jobs[i]
@@ -206,6 +207,7 @@ def _paced(board: Board) -> RoundPlan:
                 look.resident(g, [job.remaining_s()])
             ranks = list(got)
             if not job.ready:  # its trainers start in seconds: its GPUs' time goes to others until then
+                starting[job.job] = (0.0 if any(filler.running(g) for g in ranks) else 1.0,) * len(ranks)
                 look.handled(i, ranks, False)
                 continue
         else:
@@ -224,7 +226,7 @@ def _paced(board: Board) -> RoundPlan:
     shares = {name: tuple(max(s, 0.0) for s in v) for name, v in filler.shares().items()}
     for job, ranks, _ in held:
         shares.setdefault(job.job, (0.0,) * len(ranks))
-    return board.plan(shares, filler.splits(), outlook(board, look), filler.unpaced())
+    return board.plan(shares, filler.splits(), outlook(board, look), filler.unpaced(), starting)
 
 
 def plan_round(jobs: Sequence[FleetJob], gpus: Sequence[Gpu], now: float, levers: Levers,

@@ -175,7 +175,10 @@ class Board:
         return out
 
     def plan(self, shares: dict | None = None, splits: dict | None = None,
-             outlook: object | None = None, unpaced: frozenset[str] = frozenset()) -> RoundPlan:
-        """The round's outcome (`shares` None: time-sliced)."""
+             outlook: object | None = None, unpaced: frozenset[str] = frozenset(),
+             starting: dict | None = None) -> RoundPlan:
+        """The round's outcome (`shares` None: time-sliced); `starting`: the shares
+        jobs placed but not yet stepping will get, for why they went where they did."""
+        notes = None if shares is None else {**(starting or {}), **shares}
         return RoundPlan(self.admitted, shares or {}, splits or {}, tuple(self.queue),
-                         self.rank, self.target, outlook, self.placed(shares), unpaced)
+                         self.rank, self.target, outlook, self.placed(notes), unpaced)
