@@ -263,12 +263,9 @@ class DecisionLoop:
             caps = [r.max_batch or None for r in sorted(view.spec.ranks, key=lambda r: r.rank)]
             planned = round_split([1.0] * len(caps), view.spec.global_batch, caps)
         sizes = view.pinned or planned or (old.batch_sizes if old else ())
-        held = is_held(shares)
-        # Shares are planned with their split: a paced rank kept on an older split
-        # would hold for work it does not have (a 3-sample sliver paced as a 1-sample one).
-        paced = not held and min(shares, default=1.0) < 0.99 and planned is not None and not view.pinned
-        if old is not None and not paced and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
+        if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
             sizes = old.batch_sizes
+        held = is_held(shares)
         if held:
             why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
         elif min(shares, default=1.0) < 0.99:

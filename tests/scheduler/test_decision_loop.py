@@ -176,28 +176,15 @@ async def test_that_split_respects_a_ranks_memory_cap(world: _World) -> None:
     assert (await world.stored_split("c")).batch_sizes == (16, 48)
 
 
-async def test_a_paced_job_gets_the_split_its_shares_were_planned_with_however_small_the_move(world: _World) -> None:
-    """`min_change` keeps an unpaced job's split through small moves; a paced rank's
-    share is planned for its planned batch, so the two travel together: a 3-sample
-    sliver paced to a 1-sample one's share would hold for three times its time."""
+async def test_a_sliver_share_is_never_rounded_to_a_hold(world: _World) -> None:
+    """A rank told 0 holds its whole job (`client.splits`): a sliver under the
+    rounding stays positive, and one that moves by half of itself is sent again."""
     split = await world.add_job("a")
-    paced = Split(split.version + 1, 0, (61, 3), "sd-maxmin", "paced", NOW, 1.0, (1.0, 0.06))
+    paced = Split(split.version + 1, 0, (63, 1), "sd-maxmin", "paced", NOW, 1.0, (1.0, 0.02))
     await world.registry.write_split("a", paced)
     await world.registry.wait_seen(world.state.revision)
     view = next(v for v in world.registry.views() if v.spec.job_id == "a")
-    settings = PolicySettings("sd-maxmin", 1.0, 0.05)  # 2 of 64 samples moving is under it
-    await world.loop._pace(view, RoundPlan(splits={"a": (63, 1)}), (1.0, 0.02), None, settings, {}, 1.0)
-    now = await world.stored_split("a")
-    assert now.batch_sizes == (63, 1) and now.shares == (1.0, 0.02)
-    # A sliver under the rounding is still time: 0 would hold the whole job.
-    await world.registry.wait_seen(world.state.revision)
-    view = next(v for v in world.registry.views() if v.spec.job_id == "a")
+    settings = PolicySettings("sd-maxmin", 1.0, 0.05)
     await world.loop._pace(view, RoundPlan(splits={"a": (63, 1)}), (1.0, 0.0004), None, settings, {}, 1.0)
     sliver = await world.stored_split("a")
-    assert sliver.version == now.version + 1 and sliver.shares == (1.0, 0.001) and not sliver.held
-    # Unpaced, a small move is not worth a new split.
-    before = await world.add_job("b")
-    await world.registry.wait_seen(world.state.revision)
-    view = next(v for v in world.registry.views() if v.spec.job_id == "b")
-    await world.loop._pace(view, RoundPlan(splits={"b": (33, 31)}), (1.0, 1.0), None, settings, {}, 1.0)
-    assert (await world.stored_split("b")) == before
+    assert sliver.version == paced.version + 1 and sliver.shares == (1.0, 0.001) and not sliver.held
