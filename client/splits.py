@@ -351,7 +351,9 @@ class SplitAgreement:
             logger.warning("agreed split command rejected: %s", exc)
             return None
         answered = max(r[2] for r in rows)
-        effective = max(apply_step, step)
+        # A job held at `step` never reaches a later apply step: it takes the command
+        # where it stands (the scheduler may not know the hold was agreed yet).
+        effective = step if self._in_force(step).held else max(apply_step, step)
         keep = bisect.bisect_left(self._starts, effective)
         # The entries in force from `effective` through the last step any rank handed out.
         handed_out = [self._in_force(effective)] + [e for e in self._schedule[keep:] if e.effective_step <= answered]

@@ -183,6 +183,21 @@ def test_a_job_held_mid_training_resumes_where_it_holds_when_its_loader_ran_ahea
     assert all(agreement.entry_for_step(s).shares == (1.0, 0.5) for s in (5, 8, 9))
 
 
+def test_a_held_job_takes_a_command_for_a_later_step_where_it_holds():
+    """The scheduler dates a command that moves samples a few steps ahead unless it
+    knows the job is held; a hold agreed meanwhile (the scheduler wrote a newer paced
+    command the ranks never agreed) would otherwise wait for a step a held job never
+    reaches (seen live: a long job held for good at 61 %)."""
+    agreement = SplitAgreement((2, 2), 4, world_size=2, exchanger=LocalExchanger())
+    agreement.offer(SplitCommand(1, 0, (2, 2), (0.0, 0.0), "held"))
+    agreement.sync(5)
+    assert agreement.held_at(5)
+    agreement.offer(SplitCommand(3, 12, (3, 1), (), "runs with its GPUs to itself"))
+    agreement.exchange_now(5)
+    assert not agreement.held_at(5)
+    assert agreement.entry_for_step(5).split == (3, 1) and agreement.entry_for_step(5).shares == ()
+
+
 def test_a_paced_job_agrees_every_step_so_more_time_reaches_it_at_once():
     """Unpaced, ranks agree every `every` steps (5 here); paced, a step lasts
     1/share times longer, so every step is an agreement step and a command that

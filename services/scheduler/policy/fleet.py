@@ -66,9 +66,9 @@ class FleetJob:
     (starting): it keeps its GPUs and place but cannot use GPU time yet, so
     the round gives that time to others; for a waiting job, that its
     trainers start only once it is placed (a live submission), so the round
-    that places it gives its GPUs' time to others as well. `length_known` False: its length
-    is the `UNKNOWN_ALONE_S` stand-in, good for ordering but not for the
-    makespan goal's latest start."""
+    that places it gives its GPUs' time to others as well. `length_known`
+    False: its length is the `UNKNOWN_ALONE_S` stand-in, good for ordering
+    but not for the makespan goal's latest start."""
 
     job: str
     num_gpus: int
