@@ -33,7 +33,7 @@ from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
 from gpufair.client.commands import GrpcCommandSource
 from gpufair.client.config import ClientConfig
 from gpufair.client.telemetry import TelemetryReporter
-from gpufair.client.training import ElasticLoop, StepRecord
+from gpufair.client.training import SYNC_EVERY_S, ElasticLoop, StepRecord
 from gpufair.common.channels import sync_channel, token_metadata
 
 logger = logging.getLogger(__name__)
@@ -130,14 +130,16 @@ class Session:
     def busy_seconds(self) -> float:
         return self._busy_s
 
-    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, observers: Sequence[Any] = (), **loader_kwargs: Any) -> ElasticLoop:
-        """This rank's elastic data loading, following the job's split commands (plus your own step observers)."""
+    def loop(self, dataset: Any, *, seed: int = 0, sync_every: int = 10, sync_every_s: float | None = SYNC_EVERY_S,
+             observers: Sequence[Any] = (), **loader_kwargs: Any) -> ElasticLoop:
+        """This rank's elastic data loading, following the job's split commands (plus your own step observers);
+        the ranks agree on commands about every `sync_every_s` seconds, at most `sync_every` steps apart."""
         observers = ([self._reporter] if self._reporter else []) + [self.progress] + list(observers)
         start = dict(initial_split=self.initial_split, initial_version=self.initial_version,
                      initial_shares=self.initial_shares) if len(self.initial_split) == self.world_size else {}
         busy = self.busy_seconds if self.emulated is not None else None
         loop = ElasticLoop(dataset, self.global_batch, rank=self.rank, world_size=self.world_size, seed=seed, sync_every=sync_every,
-                           observers=observers, command_source=self._commands, busy_clock=busy, **start, **loader_kwargs)
+                           sync_every_s=sync_every_s, observers=observers, command_source=self._commands, busy_clock=busy, **start, **loader_kwargs)
         self._loops.append(loop)
         return loop
 

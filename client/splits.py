@@ -7,8 +7,13 @@ has passed. Mechanism:
 * `offer(command)` (any thread) validates the command and keeps it as this
   rank's pending command if its version is newer than anything known.
   Malformed commands are logged and counted, never raised.
-* Every `every` steps (the *agreement steps*) all ranks exchange one tiny
-  all-gather of (version, apply_step, answered_through, split...) rows. The
+* At the *agreement steps* all ranks exchange one tiny all-gather of
+  (version, apply_step, answered_through, split..., interval) rows: every
+  `every` steps, or, given `every_s`, about every `every_s` seconds of
+  training (at most `every` steps apart): each rank proposes the steps that
+  last that long at its recent pace, and the agreement steps are the
+  multiples of the smallest proposal, the same on every rank. A job of 0.2 s steps hears a
+  command within a step, one of 5 ms steps still exchanges every 10. The
   newest version known to *any* rank wins (ties: lowest rank), so a command
   that reached only rank 1 still applies everywhere.
 * The winner takes effect at max(apply_step, agreement step, 1 + the highest
@@ -49,6 +54,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -186,12 +192,20 @@ class SplitAgreement:
         initial_version: int = 0,
         initial_shares: Sequence[float] = (),
         control_lost: Callable[[], bool] | None = None,
+        every_s: float | None = None,
     ) -> None:
         if every < 1:
             raise InvalidArgument(f"agreement interval must be >= 1 step, got {every}")
+        if every_s is not None and not every_s > 0:
+            raise InvalidArgument(f"agreement interval must be > 0 s, got {every_s}")
         self.world_size = world_size
         self.global_batch_size = global_batch_size
-        self.every = every
+        self.every, self.every_s = every, every_s
+        # Steps to the next agreement this rank proposes: until it knows its pace, 1.
+        self._proposal = every if every_s is None else 1
+        self._step_s: float | None = None  # this rank's recent step time (moving average)
+        self._k = self._proposal  # agreed: the agreement steps are its multiples
+        self._news = threading.Event()  # set when `offer` keeps a command
         self._exchanger = exchanger
         first = ScheduledSplit(0, initial_version, check_split(initial_split, world_size, global_batch_size),
                                check_shares(initial_shares, world_size))
@@ -224,7 +238,23 @@ class SplitAgreement:
             self._pending = checked
             self.reason = command.reason
             self._counts["accepted"] += 1
+        self._news.set()
         return True
+
+    def wait_for_command(self, timeout: float) -> bool:
+        """Block until `offer` keeps a new command or `timeout` passes (a held job
+        resumes as soon as its command arrives, not at the next poll)."""
+        got = self._news.wait(timeout)
+        self._news.clear()
+        return got
+
+    def note_step_s(self, seconds: float) -> None:
+        """This rank's latest step took `seconds` (training only: not held, not
+        paced); with `every_s`, it sets the interval this rank proposes."""
+        if self.every_s is None or not seconds > 0 or not math.isfinite(seconds):
+            return
+        self._step_s = seconds if self._step_s is None else 0.7 * self._step_s + 0.3 * seconds
+        self._proposal = min(self.every, max(1, math.ceil(self.every_s / self._step_s)))
 
     def launch(self, step: int) -> None:
         """Start the exchange of agreement step `step` (no-op at other steps).
@@ -232,7 +262,7 @@ class SplitAgreement:
         rank holds for most of it), and a new command (more time, say) should not
         wait `every` of them."""
         self.complete()  # the schedule read below is then the agreed one on every rank
-        if step % self.every and not self._paced_at(step - 1):
+        if step % self._k and not self._paced_at(step - 1):
             return
         self._launch(step)
 
@@ -260,9 +290,9 @@ class SplitAgreement:
             lost = 0
         if pending is not None and pending.version > self._agreed_version:
             shares = [round(x * _PPM) for x in pending.shares] or [_UNPACED] * self.world_size
-            row = [pending.version, pending.apply_step, answered, lost, *pending.split, *shares]
+            row = [pending.version, pending.apply_step, answered, lost, *pending.split, *shares, self._proposal]
         else:
-            row = [_NONE, 0, answered, lost, *([0] * self.world_size), *([_UNPACED] * self.world_size)]
+            row = [_NONE, 0, answered, lost, *([0] * self.world_size), *([_UNPACED] * self.world_size), self._proposal]
         try:
             self._inflight = _InFlight(step, answered, self._exchanger.start_all_gather(row))
         except Exception:  # noqa: BLE001 - never into the training loop
@@ -280,6 +310,7 @@ class SplitAgreement:
             return None
         with self._lock:
             self._counts["agreements"] += 1
+            self._k = max(1, min(r[-1] for r in rows))  # the smallest proposal, on every rank
             return self._decide(inflight.step, rows)
 
     def sync(self, step: int) -> ScheduledSplit | None:

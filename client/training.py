@@ -35,6 +35,11 @@ from gpufair.client.splits import Exchanger, LocalExchanger, SplitAgreement, Spl
 
 logger = logging.getLogger(__name__)
 
+#: The ranks agree on commands about this often (at most `sync_every` steps apart):
+#: a command waits ~0.1 s whatever the step time, for one small all-gather per
+#: 0.1 s of training (0.25-1 ms: at most 1 %; bench/client/README.md).
+SYNC_EVERY_S = 0.1
+
 
 @dataclass(frozen=True)
 class StepRecord:
@@ -91,6 +96,7 @@ class ElasticLoop:
         shuffle: bool = True,
         drop_last: bool = True,
         sync_every: int = 10,
+        sync_every_s: float | None = SYNC_EVERY_S,
         observers: Iterable[StepObserver] = (),
         command_source: CommandSource | None = None,
         exchanger: Exchanger | None = None,
@@ -110,6 +116,7 @@ class ElasticLoop:
             world_size=self.world_size,
             exchanger=exchanger,
             every=sync_every,
+            every_s=sync_every_s,
             initial_version=initial_version,
             initial_shares=initial_shares,
             control_lost=getattr(command_source, "lost", None),
@@ -180,9 +187,12 @@ class ElasticLoop:
         batches = iter(self.loader)
         record: dict[str, Any] | None = None
         handed_out = busy_out = 0.0
+        trained_from: float | None = None  # the previous step's start, past its hold and pacing
         try:
             for k in range(start_step, sampler.steps_per_epoch):
                 t0 = time.perf_counter()
+                if trained_from is not None:
+                    self.agreement.note_step_s(t0 - trained_from)
                 if record is not None:
                     self._emit(record, t0 - handed_out)
                     busy = self._busy_clock() - busy_out if self._busy_clock is not None else None
@@ -190,7 +200,7 @@ class ElasticLoop:
                     record = None
                 self.agreement.complete()  # launched during the previous step's body
                 self._hold(sampler.global_step(epoch, k))
-                t1 = time.perf_counter()
+                t1 = trained_from = time.perf_counter()
                 batch = next(batches)
                 t2 = time.perf_counter()
                 # Exchange for the next step overlaps with this step's body.
@@ -226,7 +236,10 @@ class ElasticLoop:
                     self.agreement.reason or "waiting for GPU time")
         try:
             while self.agreement.held_at(step) and not self.agreement.failed:
-                time.sleep(self._hold_poll_s)
+                # Every rank exchanges once a wake-up (the all-gather pairs them up); a
+                # rank wakes when a command arrives, or after the poll interval to see
+                # whether another rank has one or has lost the control plane.
+                self.agreement.wait_for_command(self._hold_poll_s)
                 self.agreement.exchange_now(step)
         except Exception:  # noqa: BLE001 - never into the training loop
             logger.exception("waiting for the scheduler failed; training on")

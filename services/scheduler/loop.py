@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,14 +50,6 @@ def _shares_moved(old: tuple[float, ...], new: tuple[float, ...]) -> bool:
                for a, b in zip(old, new))
 
 
-def apply_step_for(metrics: JobMetrics | None, global_batch: int, lead_s: float) -> int:
-    """A step far enough ahead that every rank can get the command before it."""
-    if metrics is None or metrics.last_step < 0:
-        return 0
-    steps_per_s = metrics.samples_per_s / global_batch if global_batch else 0.0
-    return metrics.last_step + max(2, math.ceil(steps_per_s * lead_s))
-
-
 class Leadership(Protocol):
     """Whether this replica decides (`gpufair.common.leader.LeaderElection`)."""
 
@@ -73,11 +64,11 @@ LEADER_POLL_S = 0.5  # how soon a replica that became leader starts deciding
 class DecisionLoop:
     def __init__(self, state: StateStore, keys: Keys, registry: JobRegistry, election: Leadership, policies: PolicyStore,
                  fetch_metrics: Callable[[], Awaitable[dict[str, JobMetrics]]], fetch_profiles: Callable[[], Awaitable[Profiles]],
-                 *, lead_s: float = 0.5, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings(),
+                 *, clock: Callable[[], float] = time.time, life: LifeSettings = LifeSettings(),
                  submissions: SubmissionStore | None = None) -> None:
         self._state, self._keys, self._registry, self._election = state, keys, registry, election
         self._policies, self._fetch_metrics, self._fetch_profiles = policies, fetch_metrics, fetch_profiles
-        self._lead_s, self._clock = lead_s, clock
+        self._clock = clock
         self.round_listeners: list[Callable[[RoundResult], None]] = []  # told of every round (metrics)
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
@@ -206,14 +197,14 @@ class DecisionLoop:
             for job, given in shares.items():
                 if job not in by_job:
                     continue
-                part = await self._pace(by_job[job], plan, given, queue.get(job), settings, metrics, est[job].slowdown)
+                part = await self._pace(by_job[job], plan, given, queue.get(job), settings, est[job].slowdown)
                 parts.append(part)
         else:
             decisions = await asyncio.to_thread(decide, cluster, settings.name,
                                                 PolicyConfig(min_change=settings.min_change), self._warm)
             duration = time.perf_counter() - t0
             for job, d in decisions.items():
-                changed = await self._issue(by_job[job], d.split, d.changed, d.explanation, settings.name, metrics,
+                changed = await self._issue(by_job[job], d.split, d.changed, d.explanation, settings.name,
                                             est[job].slowdown)
                 old = by_job[job].split
                 parts.append(JobDecisionRecord(job, old.batch_sizes if old else (), tuple(d.split), est[job].slowdown,
@@ -253,7 +244,7 @@ class DecisionLoop:
         return tuple(waits)
 
     async def _pace(self, view: JobView, plan: RoundPlan, shares: tuple[float, ...], queued: LiveQueueEntry | None,
-                    settings: PolicySettings, metrics: dict[str, JobMetrics], slowdown: float) -> JobDecisionRecord:
+                    settings: PolicySettings, slowdown: float) -> JobDecisionRecord:
         """Write a job's paced shares (and the split planned with them) when they moved."""
         job, old = view.spec.job_id, view.split
         # A sliver stays a sliver: a rank told 0 holds its whole job (`client.splits`).
@@ -263,9 +254,13 @@ class DecisionLoop:
             caps = [r.max_batch or None for r in sorted(view.spec.ranks, key=lambda r: r.rank)]
             planned = round_split([1.0] * len(caps), view.spec.global_batch, caps)
         sizes = view.pinned or planned or (old.batch_sizes if old else ())
-        if old is not None and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
-            sizes = old.batch_sizes
         held = is_held(shares)
+        # Shares are planned with their split: a paced rank kept on an older split
+        # would hold for work it does not have (a 4-sample sliver paced as a 1-sample
+        # one held ~0.8 s a step, and its job's other GPU idled at the all-reduce).
+        paced = not held and min(shares, default=1.0) < 0.99 and planned is not None and not view.pinned
+        if old is not None and not paced and moved_fraction(old.batch_sizes, sizes) < settings.min_change:
+            sizes = old.batch_sizes
         if held:
             why = f"queued: {queued.describe()}" if queued else "queued: waiting for GPU time"
         elif min(shares, default=1.0) < 0.99:
@@ -277,23 +272,22 @@ class DecisionLoop:
         shares = () if not held and min(shares, default=1.0) >= 0.99 else shares
         changed = old is not None and (_shares_moved(old.shares, shares) or sizes != old.batch_sizes)
         if changed:
-            changed = await self._issue(view, sizes, True, why, settings.name, metrics, slowdown, shares, force=True)
+            changed = await self._issue(view, sizes, True, why, settings.name, slowdown, shares, force=True)
         return JobDecisionRecord(job, old.batch_sizes if old else (), tuple(sizes), slowdown, 0.0, changed, why)
 
     async def _issue(self, view: JobView, sizes: tuple[int, ...], changed: bool, why: str, policy: str,
-                     metrics: dict[str, JobMetrics], slowdown: float, shares: tuple[float, ...] = (),
+                     slowdown: float, shares: tuple[float, ...] = (),
                      force: bool = False) -> bool:
         """Write a job's new split (and paced shares) as the next version; False if it is
         unchanged or lost a race."""
         old = view.split
         if not changed or old is None or (tuple(sizes) == old.batch_sizes and not force):
             return False
-        step = apply_step_for(metrics.get(view.spec.job_id), view.spec.global_batch, self._lead_s)
-        if tuple(sizes) == old.batch_sizes or old.held:
-            # Shares alone move no sample, and a held job draws no batch: every rank
-            # applies the change at its next agreement (where a held job stands).
-            step = 0
-        split = Split(old.version + 1, step, tuple(sizes), policy, why[:500], self._clock(), slowdown, tuple(shares))
+        # Apply step 0: the ranks' next agreement (`client.splits`), at the first step
+        # none of them has loaded, about a tenth of a second away. A step dated ahead
+        # kept a GPU that a finished neighbour had freed idle for that lead, and a
+        # held job never reaches a later step.
+        split = Split(old.version + 1, 0, tuple(sizes), policy, why[:500], self._clock(), slowdown, tuple(shares))
         try:
             await self._registry.write_split(view.spec.job_id, split)
             return True

@@ -94,6 +94,47 @@ def test_a_held_job_waits_before_its_first_step_and_starts_when_given_time():
     assert loop.agreement.entry_for_step(0).shares == (1.0,)  # resumed at the step it held at
 
 
+def test_a_held_job_resumes_when_its_command_arrives_not_at_the_next_poll():
+    """The ranks of a held job wake when a command reaches them; the poll interval
+    (a minute here) only bounds how late they see another rank's command."""
+    source = Source()
+    data = TensorDataset(torch.arange(24).float())
+    loop = ElasticLoop(data, 4, rank=0, world_size=1, exchanger=LocalExchanger(), command_source=source,
+                       initial_split=(4,), initial_version=1, initial_shares=(0.0,), hold_poll_s=60.0)
+    threading.Timer(0.2, lambda: source.offer(SplitCommand(2, 0, (4,), (), "admitted"))).start()
+    first = next(iter(loop.epoch(0)))
+    assert len(first[0]) == 4 and 0.15 <= loop.held_s < 30.0
+
+
+def test_ranks_agree_about_every_every_s_at_the_pace_of_the_slowest():
+    """With `every_s`, a rank proposes the steps that last that long at its pace;
+    the agreement steps are the multiples of the smallest proposal on every rank
+    (the first step agrees at once: no rank knows its pace yet)."""
+    group = ThreadGroup(2)
+    agreements = [SplitAgreement((32, 32), 64, world_size=2, exchanger=group.view(r), every=10, every_s=0.1)
+                  for r in range(2)]
+    agreements[0].note_step_s(0.01)  # 10 steps a tenth of a second
+    agreements[1].note_step_s(0.04)  # 3
+    agreed: list[list[int]] = [[], []]
+
+    def rank(r: int) -> None:
+        for step in range(10):
+            before = agreements[r].stats().agreements
+            agreements[r].launch(step)
+            agreements[r].complete()
+            if agreements[r].stats().agreements > before:
+                agreed[r].append(step)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    [t.start() for t in threads]
+    [t.join(10) for t in threads]
+    assert agreed[0] == agreed[1] == [0, 3, 6, 9]
+    agreements[1].note_step_s(10.0)  # a slow step: at most every step, never less
+    assert agreements[1]._proposal == 1
+    agreements[0].note_step_s(1e-6)  # a fast one: at most `every` steps apart
+    assert agreements[0]._proposal == 10
+
+
 def test_a_held_job_whose_control_plane_is_lost_trains_unpaced():
     source = Source()
     loop = _loop(source)

@@ -42,7 +42,7 @@ class _World:
         self.metrics: dict[str, JobMetrics] | Exception = {}
         self.profiles: dict | Exception = {}
         self.loop = DecisionLoop(self.state, KEYS, self.registry, _Leader(), self.policies, self._fetch_metrics,
-                                 self._fetch_profiles, lead_s=1.0, clock=lambda: NOW)
+                                 self._fetch_profiles, clock=lambda: NOW)
 
     async def _fetch_metrics(self) -> dict[str, JobMetrics]:
         if isinstance(self.metrics, Exception):
@@ -82,7 +82,7 @@ async def test_a_round_resplits_jobs_as_the_policy_says_and_records_why(world: _
     split_a = await world.stored_split("a")
     assert split_a.version == before["a"].version + 1 and split_a.policy == "balance"
     assert sum(split_a.batch_sizes) == 64 and split_a.batch_sizes[1] > split_a.batch_sizes[0]
-    assert split_a.apply_step > 50  # ahead of the trainers' last reported step
+    assert split_a.apply_step == 0  # the ranks apply it at their next agreement
     assert await world.stored_split("b") == before["b"]  # already balanced: untouched
     assert result.written == 1
     record = await world.loop.last_decision()
@@ -160,7 +160,7 @@ async def test_a_job_given_its_gpus_while_the_plan_holds_it_runs_the_even_split(
     await world.registry.wait_seen(world.state.revision)
     view = next(v for v in world.registry.views() if v.spec.job_id == "a")
     plan = RoundPlan(shares={"a": (0.0, 0.0)})
-    await world.loop._pace(view, plan, (1.0, 1.0), None, PolicySettings("sd-maxmin", 1.0, 0.0), {}, 1.0)
+    await world.loop._pace(view, plan, (1.0, 1.0), None, PolicySettings("sd-maxmin", 1.0, 0.0), 1.0)
     now = await world.stored_split("a")
     assert now.version == lent.version + 1 and now.batch_sizes == (32, 32) and now.shares == ()
 
@@ -172,19 +172,33 @@ async def test_that_split_respects_a_ranks_memory_cap(world: _World) -> None:
     await world.registry.wait_seen(world.state.revision)
     view = next(v for v in world.registry.views() if v.spec.job_id == "c")
     await world.loop._pace(view, RoundPlan(shares={"c": (0.0, 0.0)}), (1.0, 1.0), None,
-                           PolicySettings("sd-maxmin", 1.0, 0.0), {}, 1.0)
+                           PolicySettings("sd-maxmin", 1.0, 0.0), 1.0)
     assert (await world.stored_split("c")).batch_sizes == (16, 48)
 
 
-async def test_a_sliver_share_is_never_rounded_to_a_hold(world: _World) -> None:
-    """A rank told 0 holds its whole job (`client.splits`): a sliver under the
-    rounding stays positive, and one that moves by half of itself is sent again."""
+async def test_a_paced_job_gets_the_split_its_shares_were_planned_with_however_small_the_move(world: _World) -> None:
+    """`min_change` keeps an unpaced job's split through small moves; a paced rank's
+    share is planned for its planned batch, so the two travel together: a 3-sample
+    sliver paced to a 1-sample one's share would hold for three times its time."""
     split = await world.add_job("a")
-    paced = Split(split.version + 1, 0, (63, 1), "sd-maxmin", "paced", NOW, 1.0, (1.0, 0.02))
+    paced = Split(split.version + 1, 0, (61, 3), "sd-maxmin", "paced", NOW, 1.0, (1.0, 0.06))
     await world.registry.write_split("a", paced)
     await world.registry.wait_seen(world.state.revision)
     view = next(v for v in world.registry.views() if v.spec.job_id == "a")
-    settings = PolicySettings("sd-maxmin", 1.0, 0.05)
-    await world.loop._pace(view, RoundPlan(splits={"a": (63, 1)}), (1.0, 0.0004), None, settings, {}, 1.0)
+    settings = PolicySettings("sd-maxmin", 1.0, 0.05)  # 2 of 64 samples moving is under it
+    await world.loop._pace(view, RoundPlan(splits={"a": (63, 1)}), (1.0, 0.02), None, settings, 1.0)
+    now = await world.stored_split("a")
+    assert now.batch_sizes == (63, 1) and now.shares == (1.0, 0.02)
+    # A sliver under the rounding is still time: 0 would hold the whole job
+    # (a rank told 0 holds it, `client.splits`).
+    await world.registry.wait_seen(world.state.revision)
+    view = next(v for v in world.registry.views() if v.spec.job_id == "a")
+    await world.loop._pace(view, RoundPlan(splits={"a": (63, 1)}), (1.0, 0.0004), None, settings, 1.0)
     sliver = await world.stored_split("a")
-    assert sliver.version == paced.version + 1 and sliver.shares == (1.0, 0.001) and not sliver.held
+    assert sliver.version == now.version + 1 and sliver.shares == (1.0, 0.001) and not sliver.held
+    # Unpaced, a small move is not worth a new split.
+    before = await world.add_job("b")
+    await world.registry.wait_seen(world.state.revision)
+    view = next(v for v in world.registry.views() if v.spec.job_id == "b")
+    await world.loop._pace(view, RoundPlan(splits={"b": (33, 31)}), (1.0, 1.0), None, settings, 1.0)
+    assert (await world.stored_split("b")) == before
