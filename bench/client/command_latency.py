@@ -1,4 +1,4 @@
-"""Split command latency: from the scheduler writing a split to the trainer applying it, at ~10 steps/s.
+"""Split command latency: from the scheduler writing a split to the trainer applying it, at a fixed step time.
 
 A real etcd, metrics service and scheduler run as child processes; a 2-rank
 gloo job (latency_trainer.py) is paced at `--step-s` per step. The driver pins
@@ -10,9 +10,11 @@ not phase-lock with the agreement steps). For each split it reports
 * applied: `issued_unix_s` -> the first step whose batch used the new split
   (delivery + waiting for the next agreement step + the step it is launched in).
 
-Runs once per `--sync-every` value, each with its own job, in the same run.
+Runs once per `--agree` mode, each with its own job, in the same run: K
+agrees every K steps (`sync_every=K`, no time target), Xs about every X
+seconds at most 10 steps apart (`sync_every_s=X`, the default 0.1 s).
 
-    .venv/bin/python bench/client/command_latency.py [--splits 30] [--sync-every 10 1]
+    .venv/bin/python bench/client/command_latency.py [--splits 30] [--step-s 0.05] [--agree 10 0.1s 1]
 """
 
 from __future__ import annotations
@@ -57,12 +59,30 @@ def wait_for_steps(stub: mpb_grpc.MetricsServiceStub, job_id: str, steps: int, j
     raise RuntimeError(f"job {job_id} did not reach step {steps}:\n{job.logs()}")
 
 
-def run_job(env: dict[str, str], workdir: Path, sync_every: int, n_splits: int, step_s: float, rng: random.Random) -> dict:
+def agreement_args(mode: str) -> list[str]:
+    """The trainer's flags for an `--agree` mode: K (every K steps) or Xs (about every X s)."""
+    if mode.endswith("s"):
+        return ["--sync-every", "10", "--sync-every-s", str(float(mode[:-1]))]
+    return ["--sync-every", str(int(mode))]
+
+
+def agree_mode(text: str) -> str:
+    """argparse type for `--agree`: K >= 1 or X s with X > 0."""
+    try:
+        ok = float(text[:-1]) > 0 if text.endswith("s") else int(text) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{text!r}: give K (every K steps, K >= 1) or Xs (about every X seconds)")
+    return text
+
+
+def run_job(env: dict[str, str], workdir: Path, mode: str, n_splits: int, step_s: float, rng: random.Random) -> dict:
     """Pin `n_splits` splits into one running job; returns issued times and each rank's observations."""
-    job_id = f"latency-k{sync_every}"
+    job_id = f"latency-{mode.replace('.', '_')}"
     steps = 30 + math.ceil(n_splits * 1.8 / step_s) + 40
     out = workdir / job_id
-    job = launch(job_id, [str(TRAINER), "--job", job_id, "--steps", str(steps), "--step-s", str(step_s), "--sync-every", str(sync_every),
+    job = launch(job_id, [str(TRAINER), "--job", job_id, "--steps", str(steps), "--step-s", str(step_s), *agreement_args(mode),
                           "--out", str(out)], 2, workdir, dict(os.environ, **env))
     issued: dict[int, float] = {}
     try:
@@ -106,18 +126,19 @@ def summarise(result: dict) -> dict[str, np.ndarray | int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=30)
-    parser.add_argument("--step-s", type=float, default=0.1, help="paced step time (0.1 = 10 steps/s)")
-    parser.add_argument("--sync-every", type=int, nargs="+", default=[10, 1], help="agreement intervals to compare")
+    parser.add_argument("--step-s", type=float, default=0.05, help="paced step time (0.05 = 20 steps/s)")
+    parser.add_argument("--agree", nargs="+", type=agree_mode, default=["10", "0.1s", "1"],
+                        help="agreement modes to compare: K (every K steps) or Xs (about every X seconds)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, control_plane(Path(tmp)) as env:
-        for k in args.sync_every:
-            s = summarise(run_job(env, Path(tmp), k, args.splits, args.step_s, rng))
-            rows.append((k, s))
+        for mode in args.agree:
+            s = summarise(run_job(env, Path(tmp), mode, args.splits, args.step_s, rng))
+            rows.append((mode, s))
     print(f"{args.splits} pinned splits per run, 2 gloo ranks paced at {1 / args.step_s:.0f} steps/s; times in ms from issued_unix_s")
-    print(f"{'sync_every':>10} {'delivery p50':>13} {'p99':>7} {'applied p50':>12} {'p99':>7} {'max':>7} {'steps recv->apply p50':>22} {'same step':>10} {'superseded':>11}")
+    print(f"{'agree':>10} {'delivery p50':>13} {'p99':>7} {'applied p50':>12} {'p99':>7} {'max':>7} {'steps recv->apply p50':>22} {'same step':>10} {'superseded':>11}")
     for k, s in rows:
         d, a, lead = s["delivery"] * 1e3, s["applied"] * 1e3, s["steps_after_receipt"]
         print(f"{k:>10} {np.percentile(d, 50):>13.1f} {np.percentile(d, 99):>7.1f} {np.percentile(a, 50):>12.1f} {np.percentile(a, 99):>7.1f} "
@@ -126,7 +147,7 @@ def main() -> int:
     if len(rows) > 1:
         base = np.percentile(rows[-1][1]["applied"], 50)
         for k, s in rows[:-1]:
-            print(f"applied p50, sync_every={k} over sync_every={rows[-1][0]}: {np.percentile(s['applied'], 50) / base:.2f}x")
+            print(f"applied p50, agree {k} over agree {rows[-1][0]}: {np.percentile(s['applied'], 50) / base:.2f}x")
     return 0
 
 

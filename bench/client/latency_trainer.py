@@ -25,7 +25,8 @@ def main() -> None:
     p.add_argument("--job", required=True)
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--step-s", type=float, default=0.1)
-    p.add_argument("--sync-every", type=int, default=10)
+    p.add_argument("--sync-every", type=int, default=10, help="agreements at most this many steps apart")
+    p.add_argument("--sync-every-s", type=float, default=0.0, help="about this often (seconds); 0: every --sync-every steps")
     p.add_argument("--out", required=True, help="JSON path prefix; .rank<R>.json is appended")
     args = p.parse_args()
 
@@ -46,7 +47,8 @@ def main() -> None:
 
     if session._commands is not None:  # the benchmark listens in on the command thread
         session._commands._on_command = on_command
-    loop = holder["loop"] = session.loop(dataset, sync_every=args.sync_every)
+    loop = holder["loop"] = session.loop(dataset, sync_every=args.sync_every,
+                                           sync_every_s=args.sync_every_s or None)
     applied: dict[int, tuple[float, int, list[int]]] = {}
     done, epoch, next_t = 0, 0, time.perf_counter()
     while done < args.steps:
