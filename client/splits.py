@@ -249,8 +249,8 @@ class SplitAgreement:
         return got
 
     def note_step_s(self, seconds: float) -> None:
-        """This rank's latest step took `seconds` (training only: not held, not
-        paced); with `every_s`, it sets the interval this rank proposes."""
+        """This rank's latest step took `seconds` (its hold and pacing sleep left
+        out); with `every_s`, it sets the interval this rank proposes."""
         if self.every_s is None or not seconds > 0 or not math.isfinite(seconds):
             return
         self._step_s = seconds if self._step_s is None else 0.7 * self._step_s + 0.3 * seconds
@@ -260,7 +260,7 @@ class SplitAgreement:
         """Start the exchange of agreement step `step` (no-op at other steps).
         While paced, every step is an agreement step: a paced step is long (its
         rank holds for most of it), and a new command (more time, say) should not
-        wait `every` of them."""
+        wait for the next agreement interval."""
         self.complete()  # the schedule read below is then the agreed one on every rank
         if step % self._k and not self._paced_at(step - 1):
             return

@@ -49,7 +49,7 @@ def worker(rank: int, store: str, args: argparse.Namespace, out: str) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     dataset = TensorDataset(torch.randn(N, DIM))
     session = gpufair.client.init("bench-overhead", GLOBAL_BATCH, total_samples=10**9, model="mlp-bench")
-    loop = session.loop(dataset)  # sync_every=10, the default
+    loop = session.loop(dataset)  # the defaults: agreements about every 0.1 s, at most every 10 steps
     runs = {"off": lambda b: run_baseline(model, opt, dataset, rank, args.steps, b),
             "on": lambda b: run_gpufair(loop, model, opt, args.steps, b),
             "off2": lambda b: run_baseline(model, opt, dataset, rank, args.steps, b)}

@@ -84,7 +84,7 @@ def worker(rank: int, store: str, args: argparse.Namespace, out: str) -> None:
     )
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     dataset = TensorDataset(torch.randn(N, DIM))
-    loops = {k: ElasticLoop(dataset, GLOBAL_BATCH, sync_every=k, observers=[Counter()]) for k in args.every}
+    loops = {k: ElasticLoop(dataset, GLOBAL_BATCH, sync_every=k, sync_every_s=None, observers=[Counter()]) for k in args.every}
     times: dict[str, list[float]] = {"baseline": []} | {f"gpufair K={k}": [] for k in args.every}
     for block in range(args.blocks + 1):  # block 0 warms up
         runs = [("baseline", lambda: run_baseline(model, opt, dataset, rank, args.steps, block))]
@@ -115,7 +115,8 @@ class Alone:
     """Rank 0 of two, the other rank never has a command: the exchange itself costs ~nothing."""
 
     def start_all_gather(self, row: list[int]) -> Any:
-        rows = [list(row), [-1, 0, row[2], 0, 0]]
+        # Nothing pending, nothing loaded beyond rank 0, the same agreement interval.
+        rows = [list(row), [-1, 0, row[2], 0, *([0] * (len(row) - 5)), row[-1]]]
         return lambda: rows
 
 

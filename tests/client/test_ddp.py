@@ -104,7 +104,7 @@ def train(rank: int, mode: str) -> dict[str, Any]:
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     source, recorder = ScriptedSource(rank), Recorder()
     loop = ElasticLoop(
-        dataset, B, sync_every=SYNC_EVERY, seed=9, observers=[source, Exploding(), recorder], command_source=source
+        dataset, B, sync_every=SYNC_EVERY, sync_every_s=None, seed=9, observers=[source, Exploding(), recorder], command_source=source
     )
     if mode == "hook":
         loop.use_comm_hook(model)

@@ -71,7 +71,7 @@ def train(rank: int, paced: bool) -> dict[str, Any]:
                                                         torch.nn.Linear(8, 1)))
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     script = Script(rank) if paced else None
-    loop = ElasticLoop(TensorDataset(*make_data()), B, sync_every=3, seed=1, command_source=script,
+    loop = ElasticLoop(TensorDataset(*make_data()), B, sync_every=3, sync_every_s=None, seed=1, command_source=script,
                        initial_split=(8, 8), initial_version=1,
                        initial_shares=(0.5, 0.5) if paced else (), hold_poll_s=0.02)
     shares = Shares(loop)

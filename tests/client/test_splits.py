@@ -43,17 +43,21 @@ Offers = dict[int, dict[int, list[SplitCommand]]]
 
 
 def simulate(
-    world: int, total: int, steps: int, offers: Offers, *, every: int = 1, prefetch: int = 0
+    world: int, total: int, steps: int, offers: Offers, *, every: int = 1, prefetch: int = 0,
+    paces: Sequence[Sequence[float]] | None = None,
 ) -> tuple[list[list[tuple[int, ...]]], list[dict[int, tuple[int, ...]]], list[SplitAgreement]]:
     """Run `steps` steps on `world` thread ranks; per rank, the split used at each step.
 
     Like a prefetching DataLoader, each rank asks for steps up to `prefetch`
     ahead of the one it trains; the first answer for each step is recorded.
+    Given `paces` (per rank, each step's time), the ranks agree about every
+    0.1 s at those paces (at most `every` steps apart) instead of every `every`.
     """
     group = ThreadGroup(world)
     first = tuple(total // world + (1 if r < total % world else 0) for r in range(world))
     agreements = [
-        SplitAgreement(first, total, world_size=world, exchanger=group.view(r), every=every) for r in range(world)
+        SplitAgreement(first, total, world_size=world, exchanger=group.view(r), every=every,
+                       every_s=0.1 if paces is not None else None) for r in range(world)
     ]
     used: list[list[tuple[int, ...]]] = [[] for _ in range(world)]
     first_answers: list[dict[int, tuple[int, ...]]] = [{} for _ in range(world)]
@@ -65,6 +69,8 @@ def simulate(
             for step in range(steps):
                 for command in offers.get(rank, {}).get(step, []):
                     agreement.offer(command)
+                if paces is not None and step:
+                    agreement.note_step_s(paces[rank][step - 1])
                 agreement.sync(step)
                 for ahead in range(step, step + prefetch + 1):
                     first_answers[rank].setdefault(ahead, agreement.split_for_step(ahead))
@@ -199,6 +205,21 @@ def test_ranks_always_agree_and_never_revise_a_handed_out_step(offers, every, pr
     named = [(c.version, c.split, c.apply_step) for per in offers.values() for cs in per.values() for c in cs]
     for entry in agreements[0].schedule[1:]:
         assert entry.effective_step >= min(step for v, s, step in named if v == entry.version and s == entry.split)
+
+
+@settings(max_examples=40, deadline=None)
+@given(offers_st, st.integers(1, 6), st.integers(0, 3),
+       st.lists(st.lists(st.floats(0.005, 0.3), min_size=20, max_size=20), min_size=2, max_size=2))
+def test_ranks_agree_at_their_own_paces_too(offers, every, prefetch, paces):
+    """Each rank proposes its own agreement interval from its own step times,
+    which change between exchanges; the ranks still exchange at the same
+    steps (else the all-gather would hang) and never revise a loaded step."""
+    used, answers, agreements = simulate(2, 64, 20, offers, every=every, prefetch=prefetch, paces=paces)
+    assert used[0] == used[1]
+    for rank in range(2):
+        assert [answers[rank][s] for s in range(20)] == used[rank]
+    assert agreements[0].schedule == agreements[1].schedule
+    assert agreements[0].stats().agreements == agreements[1].stats().agreements
 
 
 def test_asking_for_a_step_beyond_the_launch_completes_the_exchange_first():

@@ -132,7 +132,8 @@ class _Solo:
         self.rank = rank
 
     def start_all_gather(self, row: Sequence[int]) -> Callable[[], list[list[int]]]:
-        other = [-1, 0, row[2], 0, 0]
+        # Nothing pending, nothing loaded beyond this rank, the same agreement interval.
+        other = [-1, 0, row[2], 0, *([0] * (len(row) - 5)), row[-1]]
         rows = [list(row), other] if self.rank == 0 else [other, list(row)]
         return lambda: rows
 
