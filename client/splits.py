@@ -8,14 +8,14 @@ has passed. Mechanism:
   rank's pending command if its version is newer than anything known.
   Malformed commands are logged and counted, never raised.
 * At the *agreement steps* all ranks exchange one tiny all-gather of
-  (version, apply_step, answered_through, split..., interval) rows: every
-  `every` steps, or, given `every_s`, about every `every_s` seconds of
-  training (at most `every` steps apart): each rank proposes the steps that
-  last that long at its recent pace, and the agreement steps are the
-  multiples of the smallest proposal, the same on every rank. A job of 0.2 s steps hears a
-  command within a step, one of 5 ms steps still exchanges every 10. The
-  newest version known to *any* rank wins (ties: lowest rank), so a command
-  that reached only rank 1 still applies everywhere.
+  (version, apply_step, answered_through, lost, split..., shares...,
+  interval) rows: every `every` steps, or, given `every_s`, about every
+  `every_s` seconds of training (at most `every` steps apart): each rank
+  proposes the steps that last that long at its recent pace, and the
+  agreement steps are the multiples of the smallest proposal, the same on
+  every rank (a job of 0.2 s steps agrees every step, one of 5 ms steps
+  every 10). The newest version known to *any* rank wins (ties: lowest
+  rank), so a command that reached only rank 1 still applies everywhere.
 * The winner takes effect at max(apply_step, agreement step, 1 + the highest
   step any rank had asked `split_for_step` about when it sent its row). Every
   rank computes the same step from the same rows, so they switch together; a
