@@ -9,7 +9,7 @@ from gpufair.demo.mix import RunResult
 
 
 def _cell(job: dict) -> str:
-    text = f"SD {job['sd']:.2f}  JCT {job['jct_s']:.1f}s"
+    text = f"SD {job['sd']:.2f}  JCT {job['jct_s']:5.1f}s"  # fixed width: the columns stay aligned
     return f"{text:>22}"
 
 
@@ -24,9 +24,9 @@ def table(runs: list[RunResult]) -> str:
                              ("data wait", "data_wait", "{:.2%}"), ("makespan", "makespan_s", "{:.1f}s")]:
         lines.append(f"{label:14}" + "".join(f"{fmt.format(getattr(r, attr)):>22}" for r in runs))
     cut = 1 - fair.max_sd / base.max_sd if base.max_sd else 0.0
-    util = fair.gpu_util / base.gpu_util - 1 if base.gpu_util else 0.0
+    points = 100 * (fair.gpu_util - base.gpu_util)
     lines.append(f"\n{fair.policy} vs {base.policy}: max slow-down {cut:.0%} {'lower' if cut >= 0 else 'HIGHER'}, "
-                 f"GPU utilisation {util:+.0%}")
+                 f"GPU utilisation {points:+.1f} points ({fair.gpu_util:.1%} vs {base.gpu_util:.1%})")
     return "\n".join(lines)
 
 

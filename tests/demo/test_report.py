@@ -24,6 +24,12 @@ def test_results_carry_phase_and_preset_and_the_table_compares_within_a_phase(tm
                                                             ("arrivals", "k8s"), ("arrivals", "gpufair")]
     assert stored[2]["max_sd"] == 4.0 and stored[3]["max_sd"] == 1.4
     text = report.table([r for r in runs if r.phase == "arrivals"])
-    assert "gpufair vs k8s: max slow-down 65% lower, GPU utilisation +0%" in text
+    assert "gpufair vs k8s: max slow-down 65% lower, GPU utilisation +0.0 points (70.0% vs 70.0%)" in text
+    # Job rows keep their columns whatever the JCT's digits (12.4 s and 3.1 s).
+    short = [RunResult(p, [{"job": "long", "sd": 1.2, "jct_s": 12.4}, {"job": "short", "sd": 1.2, "jct_s": 3.1}], 0.7,
+                       0.01, 30.0, [], phase="arrivals", preset=p) for p in ("k8s", "gpufair")]
+    rows = [line for line in report.table(short).splitlines() if line.startswith(("long", "short"))]
+    assert len({line.index("SD", 16) for line in rows}) == 1
+    assert "GPU utilisation +20.0 points (60.0% vs 40.0%)" in report.table([r for r in runs if r.phase == "layout"])
     report.chart(runs, tmp_path / "slowdowns.png")
     assert (tmp_path / "slowdowns.png").stat().st_size > 10_000
