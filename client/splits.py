@@ -241,12 +241,11 @@ class SplitAgreement:
         self._news.set()
         return True
 
-    def wait_for_command(self, timeout: float) -> bool:
+    def wait_for_command(self, timeout: float) -> None:
         """Block until `offer` keeps a new command or `timeout` passes (a held job
         resumes as soon as its command arrives, not at the next poll)."""
-        got = self._news.wait(timeout)
+        self._news.wait(timeout)
         self._news.clear()
-        return got
 
     def note_step_s(self, seconds: float) -> None:
         """This rank's latest step took `seconds` (its hold and pacing sleep left

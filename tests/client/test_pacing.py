@@ -225,10 +225,9 @@ def test_a_job_held_mid_training_resumes_where_it_holds_when_its_loader_ran_ahea
 
 
 def test_a_held_job_takes_a_command_for_a_later_step_where_it_holds():
-    """The scheduler dates a command that moves samples a few steps ahead unless it
-    knows the job is held; a hold agreed meanwhile (the scheduler wrote a newer paced
-    command the ranks never agreed) would otherwise wait for a step a held job never
-    reaches (seen live: a long job held for good at 61 %)."""
+    """A command may name a later step (a pinned split, a scheduler that did not
+    know the hold was agreed); a held job would never reach it, so it takes the
+    command where it holds (seen live: a long job held for good at 61 %)."""
     agreement = SplitAgreement((2, 2), 4, world_size=2, exchanger=LocalExchanger())
     agreement.offer(SplitCommand(1, 0, (2, 2), (0.0, 0.0), "held"))
     agreement.sync(5)
