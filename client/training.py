@@ -12,7 +12,7 @@ Each step the helper (1) takes part in the split agreement, (2) fetches this
 rank's local batch, (3) hands it to the loop body; the time until the body
 asks for the next batch is the step's compute time (forward, backward,
 optimizer). The split agreement's exchange for the next step runs during
-the body (see splits.py). Observers get one `StepRecord` per step. Nothing
+the body, or right after it on a rank whose steps are long (see splits.py). Observers get one `StepRecord` per step. Nothing
 gpufair does here raises into the loop: observer and agreement failures are
 logged and counted; a failed agreement freezes the split in force.
 """
@@ -191,6 +191,7 @@ class ElasticLoop:
         try:
             for k in range(start_step, sampler.steps_per_epoch):
                 t0 = time.perf_counter()
+                self.agreement.send_deferred()  # a rank with long steps sends its row now, not at the step's start
                 if trained_from is not None:
                     self.agreement.note_step_s(t0 - trained_from)
                 if record is not None:

@@ -44,7 +44,7 @@ Offers = dict[int, dict[int, list[SplitCommand]]]
 
 def simulate(
     world: int, total: int, steps: int, offers: Offers, *, every: int = 1, prefetch: int = 0,
-    paces: Sequence[Sequence[float]] | None = None,
+    paces: Sequence[Sequence[float]] | None = None, overlap: bool = False,
 ) -> tuple[list[list[tuple[int, ...]]], list[dict[int, tuple[int, ...]]], list[SplitAgreement]]:
     """Run `steps` steps on `world` thread ranks; per rank, the split used at each step.
 
@@ -52,6 +52,9 @@ def simulate(
     ahead of the one it trains; the first answer for each step is recorded.
     Given `paces` (per rank, each step's time), the ranks agree about every
     0.1 s at those paces (at most `every` steps apart) instead of every `every`.
+    With `overlap`, each rank follows the training loop's order (the next
+    step's exchange launched before the body, a deferred row sent after it)
+    and the step's commands arrive during the body, after that launch.
     """
     group = ThreadGroup(world)
     first = tuple(total // world + (1 if r < total % world else 0) for r in range(world))
@@ -67,14 +70,26 @@ def simulate(
         agreement = agreements[rank]
         try:
             for step in range(steps):
-                for command in offers.get(rank, {}).get(step, []):
-                    agreement.offer(command)
+                if overlap:
+                    agreement.send_deferred()
+                else:
+                    for command in offers.get(rank, {}).get(step, []):
+                        agreement.offer(command)
                 if paces is not None and step:
                     agreement.note_step_s(paces[rank][step - 1])
-                agreement.sync(step)
+                if overlap:
+                    agreement.complete() if step else agreement.sync(0)
+                else:
+                    agreement.sync(step)
                 for ahead in range(step, step + prefetch + 1):
                     first_answers[rank].setdefault(ahead, agreement.split_for_step(ahead))
                 used[rank].append(agreement.split_for_step(step))
+                if overlap:
+                    agreement.launch(step + 1)
+                    for command in offers.get(rank, {}).get(step, []):  # during the body
+                        agreement.offer(command)
+            if overlap:
+                agreement.complete()  # `close`: the last launch, sent late or not
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             errors.append(exc)
 
@@ -215,6 +230,36 @@ def test_ranks_agree_at_their_own_paces_too(offers, every, prefetch, paces):
     which change between exchanges; the ranks still exchange at the same
     steps (else the all-gather would hang) and never revise a loaded step."""
     used, answers, agreements = simulate(2, 64, 20, offers, every=every, prefetch=prefetch, paces=paces)
+    assert used[0] == used[1]
+    for rank in range(2):
+        assert [answers[rank][s] for s in range(20)] == used[rank]
+    assert agreements[0].schedule == agreements[1].schedule
+    assert agreements[0].stats().agreements == agreements[1].stats().agreements
+
+
+def test_a_rank_with_long_steps_sends_its_row_after_the_body():
+    """A command that arrives during a 250 ms step applies at the next step, not a
+    step later (the exchange launched before the body could not carry it)."""
+    command = SplitCommand(version=1, apply_step=0, split=(60, 4))
+    long_steps = [[0.25] * 10, [0.25] * 10]
+    for to_rank in (0, 1):
+        used, _, agreements = simulate(2, 64, 10, {to_rank: {3: [command]}}, paces=long_steps, overlap=True)
+        assert used[0] == used[1]
+        assert switch_step(used[0], (60, 4)) == 4
+        assert agreements[0].schedule == agreements[1].schedule
+    # Sending before the body (fixed interval, no pace), the same command waits a step more.
+    used, _, _ = simulate(2, 64, 10, {0: {3: [command]}}, overlap=True)
+    assert switch_step(used[0], (60, 4)) == 5
+
+
+@settings(max_examples=40, deadline=None)
+@given(offers_st, st.integers(1, 6), st.integers(0, 3),
+       st.lists(st.lists(st.floats(0.005, 0.3), min_size=20, max_size=20), min_size=2, max_size=2))
+def test_ranks_agree_when_some_send_late_and_others_early(offers, every, prefetch, paces):
+    """In the training loop's order, each rank sends its row before or after the
+    body by its own pace (which changes); the exchanges still pair up and the
+    ranks switch together, never revising a loaded step."""
+    used, answers, agreements = simulate(2, 64, 20, offers, every=every, prefetch=prefetch, paces=paces, overlap=True)
     assert used[0] == used[1]
     for rank in range(2):
         assert [answers[rank][s] for s in range(20)] == used[rank]
