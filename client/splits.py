@@ -260,10 +260,11 @@ class SplitAgreement:
         self._proposal = min(self.every, max(1, math.ceil(self.every_s / self._step_s)))
 
     def launch(self, step: int) -> None:
-        """Start the exchange of agreement step `step` (no-op at other steps).
-        While paced, every step is an agreement step: a paced step is long (its
-        rank holds for most of it), and a new command (more time, say) should not
-        wait for the next agreement interval."""
+        """Start the exchange of agreement step `step` (no-op at other steps; a rank
+        that sends late keeps its row for `send_deferred`). While paced, every
+        step is an agreement step: a paced step is long (its rank holds for most
+        of it), and a new command (more time, say) should not wait for the next
+        agreement interval."""
         self.complete()  # the schedule read below is then the agreed one on every rank
         if step % self._k and not self._paced_at(step - 1):
             return
@@ -277,7 +278,7 @@ class SplitAgreement:
         # step's body ends (`send_deferred`), not when it starts: a command that
         # arrives during the body then applies at the next step rather than a
         # step later (a 250 ms step: a freed GPU idle 250 ms less), for one
-        # all-gather no longer hidden behind compute, ~0.3 ms a step of >= every_s.
+        # all-gather no longer hidden behind compute, ~1 ms a step of >= every_s.
         # Per rank: only the timing differs, every rank exchanges at the same steps.
         return self.every_s is not None and self._step_s is not None and self._step_s >= self.every_s
 

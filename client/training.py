@@ -12,9 +12,10 @@ Each step the helper (1) takes part in the split agreement, (2) fetches this
 rank's local batch, (3) hands it to the loop body; the time until the body
 asks for the next batch is the step's compute time (forward, backward,
 optimizer). The split agreement's exchange for the next step runs during
-the body, or right after it on a rank whose steps are long (see splits.py). Observers get one `StepRecord` per step. Nothing
-gpufair does here raises into the loop: observer and agreement failures are
-logged and counted; a failed agreement freezes the split in force.
+the body, or right after it on a rank whose steps are long (see splits.py).
+Observers get one `StepRecord` per step. Nothing gpufair does here raises
+into the loop: observer and agreement failures are logged and counted; a
+failed agreement freezes the split in force.
 """
 
 from __future__ import annotations
