@@ -116,7 +116,11 @@ class Session:
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:
-        """Hold this rank's emulated GPU while computing (a no-op on real GPUs and CPUs)."""
+        """Hold this rank's emulated GPU while computing (a no-op on real GPUs and CPUs).
+
+        Run no collective inside (DDP's backward all-reduce, a barrier): it waits for the
+        job's other ranks, and two jobs sharing two emulated GPUs, each holding one, would
+        wait for each other for ever (a real GPU runs others' kernels meanwhile)."""
         if self.emulated is None:
             yield
             return

@@ -103,15 +103,18 @@ def main() -> None:
             if k >= limit:
                 break
             t0 = time.perf_counter()
+            # The emulated GPU is held for the forward pass and the modelled kernel time only:
+            # backward's all-reduce waits for this job's other ranks, and a rank that waited
+            # holding a shared emulated GPU could wait for ever on a job holding its peer's.
             with session.compute():
                 t_held = time.perf_counter()  # waiting for a shared device is not compute
                 loss = loss_fn(model(x), y)
-                # gpufair, line 3: weight the loss so uneven splits still average over the global batch.
-                loop.scale_loss(loss).backward()
-                opt.step()
-                opt.zero_grad()
                 if device is not None and args.emu_ms_per_sample:
                     time.sleep(max(0.0, len(y) * args.emu_ms_per_sample / 1000.0 - (time.perf_counter() - t_held)))
+            # gpufair, line 3: weight the loss so uneven splits still average over the global batch.
+            loop.scale_loss(loss).backward()
+            opt.step()
+            opt.zero_grad()
             compute_s += time.perf_counter() - t0
             steps += 1
             samples += len(y)
@@ -125,7 +128,8 @@ def main() -> None:
     if args.stats_out:
         with open(f"{args.stats_out}.rank{rank}.json", "w") as fh:
             json.dump({"rank": rank, "steps": steps, "samples": samples, "compute_s": compute_s,
-                       "wall_s": time.time() - t_start, "registered": session.registered}, fh)
+                       "busy_s": session.busy_seconds(), "wall_s": time.time() - t_start,
+                       "registered": session.registered}, fh)
     dist.destroy_process_group()
 
 
