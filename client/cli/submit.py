@@ -4,7 +4,8 @@
 GPUFAIR_EMU_GPUS where it is set, else real ones where NVML shows them), waits in the queue
 with a live progress line, then starts CMD under torchrun on the GPUs it
 got (CUDA_VISIBLE_DEVICES, or GPUFAIR_EMU_DEVICES by local rank) as job
-GPUFAIR_JOB, and exits with the job's exit code. Ctrl-C (or SIGTERM)
+GPUFAIR_JOB, and exits with the job's exit code (the first failed rank's;
+torchrun's own report of it is left out, `launchlog.py`). Ctrl-C (or SIGTERM)
 withdraws the job and stops what it started; CMD may be a script, an
 executable, or `-m module`.
 """
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.client.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_json_flag, call,
                                        call_and_render, fail, in_range, table, to_dict)
+from gpufair.client.cli.launchlog import TorchrunStderr, exit_status
 from gpufair.client.config import ClientConfig
 from gpufair.common import env
 from gpufair.local.procs import with_parent_death
@@ -105,7 +108,7 @@ def _wait_for_placement(job: str, tty: bool) -> tuple[pb.Submission | None, int]
 
 
 def _launch(args: argparse.Namespace, job: str, placed: list[str], local: dict[str, str], emulated: bool
-            ) -> subprocess.Popen[bytes]:
+            ) -> subprocess.Popen[str]:
     cmd = list(args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd)
     launcher = args.torchrun.split() if args.torchrun else [sys.executable, "-m", "torch.distributed.run"]
     run = [*launcher, "--nproc-per-node", str(len(placed)), "--master-port", str(_free_port())]
@@ -119,7 +122,24 @@ def _launch(args: argparse.Namespace, job: str, placed: list[str], local: dict[s
         child_env["CUDA_VISIBLE_DEVICES"] = indices
     # Its own session (Ctrl-C reaches this process, which stops it in order); and
     # SIGTERM to it if this process dies, so a killed submit leaves no trainers.
-    return subprocess.Popen(with_parent_death([*run, *cmd]), env=child_env, start_new_session=True)
+    # Its stderr (the trainers' too) goes through `TorchrunStderr`.
+    return subprocess.Popen(with_parent_death([*run, *cmd]), env=child_env, start_new_session=True,
+                            stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+
+
+def _relay(proc: subprocess.Popen[str], seen: TorchrunStderr) -> threading.Thread:
+    """Copy torchrun's stderr to ours through `seen` (on a thread)."""
+    def run() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            for out in seen.feed(line.rstrip("\n")):
+                print(out, file=sys.stderr, flush=True)
+        for out in seen.close():
+            print(out, file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def _free_port() -> int:
@@ -130,7 +150,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(proc: subprocess.Popen[bytes] | None, job: str, placed: bool) -> None:
+def _stop(proc: subprocess.Popen[str] | None, job: str, placed: bool) -> None:
     """Withdraw the job and stop what was started (Ctrl-C)."""
     if proc is not None and proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -174,8 +194,24 @@ def submit(args: argparse.Namespace) -> int:
         sd = f"predicted SD {got.predicted_sd:.2f}" if got.predicted_sd > 0 else "starts held"
         print(f"placed {job} on {', '.join(devices_got)} after {waited:.0f}s: {got.placed_why or 'placed'}; {sd}",
               file=sys.stderr, flush=True)
+        unknown = [d for d in devices_got if d not in local]
+        if unknown:  # a scheduler that placed it beyond what this node offered
+            _stop(None, job, placed)
+            return fail(f"submit {job}: placed on {', '.join(unknown)}, which this node did not offer "
+                        f"({', '.join(devices) or 'none'}); withdrawn", EXIT_FAIL)
         proc = _launch(args, job, devices_got, local, device_type == "emulated")
-        return proc.wait()
+        seen = TorchrunStderr()
+        relay = _relay(proc, seen)
+        code = proc.wait()
+        relay.join(timeout=5)
+        # The submission has served; one whose command failed before its trainers
+        # registered would otherwise keep its GPUs until the scheduler's TTL.
+        call(f"withdraw {job}", "scheduler", "WithdrawSubmission", pb.WithdrawSubmissionRequest(job_id=job))
+        status = exit_status(code, seen)
+        if status:
+            rank = f" on local rank {seen.failed_rank}" if seen.failed_rank is not None else ""
+            print(f"gpufair: {' '.join(cmd)[:200]} failed{rank} with exit code {status}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         print(f"\ninterrupted: withdrawing {job} and stopping what it started", file=sys.stderr)
         _stop(proc, job, placed)

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -228,6 +229,60 @@ async def test_a_submission_is_placed_at_once_not_at_the_end_of_the_period(etcd_
             while not (await stub.GetSubmission(spb.GetSubmissionRequest(job_id="now"))).submission.placed_devices:
                 assert asyncio.get_running_loop().time() < deadline, "not placed before the period ended"
                 await asyncio.sleep(0.1)
+    finally:
+        await sched.close(0)
+        await metrics.stop(0)
+
+
+async def test_a_failing_command_exits_with_its_own_code_and_leaves_no_submission(
+        tmp_path: Path, etcd_endpoint: str, etcd_root: str) -> None:
+    """Its trainers fail before they register: submit exits with their exit code, shows
+    their error but not torchrun's traceback, and withdraws the submission (which
+    would otherwise hold its GPU until the scheduler's TTL)."""
+    metrics, sched, _, env = await _stack(etcd_endpoint, etcd_root, tmp_path, 2, GPUFAIR)
+    try:
+        script = tmp_path / "fails.py"
+        script.write_text("import sys\nprint('no such dataset', file=sys.stderr)\nsys.exit(3)\n")
+        proc = subprocess.Popen([sys.executable, "-m", "gpufair.client.cli.main", "submit", "--gpus", "1", "--job", "bad",
+                                 "--", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=120)
+        assert proc.returncode == 3, out
+        assert "no such dataset" in out and "failed on local rank 0 with exit code 3" in out, out
+        assert "Traceback" not in out and "ChildFailedError" not in out, out
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await spb_grpc.SchedulerServiceStub(ch).GetSubmission(spb.GetSubmissionRequest(job_id="bad"))
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        await sched.close(0)
+        await metrics.stop(0)
+
+
+async def test_ctrl_c_withdraws_the_job_and_stops_its_trainers(tmp_path: Path, etcd_endpoint: str, etcd_root: str) -> None:
+    """Ctrl-C on a running `gpufair submit`: exit 130, the job ends as removed, none of
+    its trainers is left, and torchrun's own traceback is not shown."""
+    metrics, sched, _, env = await _stack(etcd_endpoint, etcd_root, tmp_path, 2, GPUFAIR)
+    marker = tmp_path / "ctrlc-trainer.py"  # a path only this test's trainers run
+    marker.write_text(EXAMPLE.read_text())
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "gpufair.client.cli.main", "submit", "--gpus", "2", "--job", "cc",
+                                 "--", str(marker), "--global-batch", "32", "--epochs", "50", "--log-every", "0",
+                                 "--emu-ms-per-sample", "1"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sched.server.port}") as ch:
+            stub = spb_grpc.SchedulerServiceStub(ch)
+            deadline = time.monotonic() + 120
+            while not [j for j in (await stub.ListJobs(spb.ListJobsRequest())).jobs if j.spec.job_id == "cc" and j.progress > 0]:
+                assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+                await asyncio.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            out, _ = await asyncio.to_thread(proc.communicate, timeout=60)
+            assert proc.returncode == 130, out
+            assert "interrupted: withdrawing cc" in out and "Traceback" not in out, out
+            ended = {j.spec.job_id: j.state for j in (await stub.ListJobs(spb.ListJobsRequest(include_finished=True))).jobs}
+            assert ended.get("cc") == spb.JOB_STATE_REMOVED, ended
+        left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True)
+        assert not left.stdout.strip(), left.stdout
     finally:
         await sched.close(0)
         await metrics.stop(0)
