@@ -126,6 +126,6 @@ def build_fleet(views: Sequence[JobView], estimates: Mapping[str, JobEstimate], 
         # Not ready, placed or not: its trainers start only once it is placed (seconds).
         jobs.append(FleetJob(s.job_id, s.num_gpus, s.global_batch, startup_excluded(s, now), float(total), rate,
                              sample, step, model=s.model, ready=False,
-                             length_known=known, **placed))
+                             length_known=known, gpus_allowed=frozenset(s.devices), **placed))
     starting = frozenset(s.job_id for s in submissions if s.placed)
     return Fleet(tuple(jobs), tuple(gpus.values()), waiting, starting, unstarted)

@@ -399,3 +399,21 @@ def test_a_newcomer_whose_trainers_start_once_placed_leaves_its_gpus_time_to_oth
         else:
             assert "short" not in plan.shares and plan.shares["long"] == pytest.approx((1.0, 1.0))
         assert plan.placed["short"].how == "ahead of its neighbours"  # what it gets once it steps
+
+
+@pytest.mark.parametrize("preset", ["gpufair", "k8s"])
+def test_a_waiting_job_goes_only_onto_the_gpus_it_may_use(preset):
+    """A live submission offers its node's devices: the scheduler may know more GPUs
+    (other nodes', or devices an earlier run offered), and must not place it on them."""
+    gpus = [Gpu(f"g{i}", "n0") for i in range(4)]
+    busy = make_job("busy", 1, 0.0, 1e6, on=["g0"])
+    waiting = replace(make_job("new", 1, 10.0, 1e4), gpus_allowed=frozenset({"g0"}))
+    plan = plan_round([busy, waiting], gpus, 20.0, PRESETS[preset], Models())
+    assert plan.admitted.get("new", ("g0",)) == ("g0",)  # time-sliced beside `busy`, or queued for g0
+    free = replace(waiting, gpus_allowed=frozenset({"g2", "g3"}))
+    plan = plan_round([busy, free], gpus, 20.0, PRESETS[preset], Models())
+    assert plan.admitted["new"][0] in {"g2", "g3"}
+    view = plan_round([busy], gpus, 20.0, PRESETS["gpufair"], Models()).outlook
+    if preset == "gpufair":
+        assert place_arrival(view, free, Models()).gpus[0] in {"g2", "g3"}
+        assert place_arrival(view, replace(free, gpus_allowed=frozenset({"g9"})), Models()).gpus is None

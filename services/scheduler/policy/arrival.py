@@ -151,6 +151,8 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     compat = np.array([all(interference.compatible(job.model, m) for m in there)
                        for there in view.models], dtype=bool)
     room = (view.count < cap) & compat
+    if job.gpus_allowed:
+        room &= np.array([name in job.gpus_allowed for name in view.names], dtype=bool)
     if job.remaining_s() > view.release_s:
         room &= ~view.reserved
     mine = job_key(job, view.levers.queue, view.target, view.goal)

@@ -66,8 +66,12 @@ class Board:
         return ok
 
     def room(self, job: FleetJob) -> np.ndarray:
-        """Per GPU: room for one more job, compatible with every job there."""
-        return (self.count < self.levers.max_per_gpu) & self.compatible(job.model)
+        """Per GPU: room for one more job, compatible with every job there, and
+        one the job may be placed on."""
+        room = (self.count < self.levers.max_per_gpu) & self.compatible(job.model)
+        if job.gpus_allowed:
+            room &= np.array([g.name in job.gpus_allowed for g in self.gpus], dtype=bool)
+        return room
 
     def backfill(self, seconds: float) -> np.ndarray:
         """Per GPU: may a job needing `seconds` more go there without delaying

@@ -68,7 +68,9 @@ class FleetJob:
     trainers start only once it is placed (a live submission), so the round
     that places it gives its GPUs' time to others as well. `length_known`
     False: its length is the `UNKNOWN_ALONE_S` stand-in, good for ordering
-    but not for the makespan goal's latest start."""
+    but not for the makespan goal's latest start. `gpus_allowed`: for a
+    waiting job, the only GPUs it may be placed on (a live submission: the
+    devices its node offered); empty: any."""
 
     job: str
     num_gpus: int
@@ -88,6 +90,7 @@ class FleetJob:
     cached_nodes: frozenset[str] = frozenset()
     ready: bool = True
     length_known: bool = True
+    gpus_allowed: frozenset[str] = frozenset()
 
     @property
     def waiting(self) -> bool:
