@@ -417,3 +417,16 @@ def test_a_waiting_job_goes_only_onto_the_gpus_it_may_use(preset):
     if preset == "gpufair":
         assert place_arrival(view, free, Models()).gpus[0] in {"g2", "g3"}
         assert place_arrival(view, replace(free, gpus_allowed=frozenset({"g9"})), Models()).gpus is None
+
+
+def test_the_hold_back_reason_cites_an_sd_only_where_one_would_rise():
+    from gpufair.scheduler.policy.arrival import Choice, hold_back_reason
+
+    job = make_job("new", 2, 0.0, 1e4)
+    free = np.array([True, True, False])
+    starting = Choice(None, free, np.zeros(3, dtype=bool), np.zeros(3))  # residents still starting: no SD yet
+    assert hold_back_reason(job, starting, []) == "would hold back the jobs on every GPU set it could run on too long"
+    running = Choice(None, free, np.zeros(3, dtype=bool), np.array([1.5, 2.25, 9.0]))
+    assert hold_back_reason(job, running, []).endswith("too long (their max SD would rise to 2.25)")
+    busy = Choice(None, np.array([True, False, False]), np.zeros(3, dtype=bool), np.zeros(3))
+    assert hold_back_reason(job, busy, ["a", "b"]) == "behind more urgent jobs: a, b"

@@ -75,9 +75,11 @@ def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> s
     """Why `job` cannot start although room exists (after `paced_choice` said None)."""
     n = job.num_gpus
     if choice.free.sum() >= n:
+        # Not polite there: it needs more than `STACK_RATIO` of a resident's time left,
+        # or would hold one past the makespan goal (the module docstring's rule).
         worst = float(np.sort(choice.score[choice.free])[n - 1])
-        return (f"would hold back longer jobs on every free GPU set "
-                f"(their max SD would rise to {worst:.2f})")
+        rise = f" (their max SD would rise to {worst:.2f})" if worst > 0 else ""
+        return f"would hold back the jobs on every GPU set it could run on too long{rise}"
     ahead = sorted(set(running))
     if not ahead:
         return "behind more urgent jobs"
