@@ -119,6 +119,7 @@ def test_local_stack_exports_supervises_and_stops_on_ctrl_c(tmp_path: Path) -> N
         assert listed.returncode == 0 and "policy balance" in listed.stdout, listed.stderr  # state kept in etcd
 
         proc.send_signal(signal.SIGINT)
+        _wait_line(lines, r"gpufair local stack stopped; its logs and data stay in ", 60, seen)  # where to look, what to delete
         assert proc.wait(timeout=60) == 0
         for name in ("GPUFAIR_METRICS_ADDR", "GPUFAIR_SCHEDULER_ADDR"):
             with grpc.insecure_channel(exports[name]) as ch, pytest.raises(grpc.RpcError):

@@ -176,6 +176,10 @@ def submit(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler or shell stopping submit: as Ctrl-C
     config = ClientConfig.from_env()
     devices, device_type, local = _local_devices(config)
+    if args.gpus > len(devices):
+        hint = f" ({env.EMU_GPUS.name} sets how many are emulated)" if device_type == "emulated" else ""
+        return fail(f"submit: --gpus {args.gpus}, but this node offers {len(devices)} {device_type} GPU"
+                    f"{'s' if len(devices) != 1 else ''}{hint}", EXIT_USAGE)
     job = args.job or f"job-{uuid.uuid4().hex[:8]}"
     sub = pb.Submission(job_id=job, num_gpus=args.gpus, node=config.node, devices=devices, device_type=device_type,
                         model=args.model, global_batch=args.global_batch or args.gpus, total_samples=args.samples,

@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         stack.supervise(lambda line: print(line, flush=True))
         print("\nA part that stops is restarted on its same address. Ctrl-C stops everything.", flush=True)
         stop.wait()
+        stack.stop()
+        print(f"\ngpufair local stack stopped; its logs and data stay in {stack.workdir} (delete it when done)",
+              flush=True)
         return 0
     except RuntimeError as exc:
         print(f"could not start the stack: {exc}", file=sys.stderr)

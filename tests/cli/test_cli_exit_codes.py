@@ -93,3 +93,12 @@ def test_submit_polls_placement_fast_at_first_then_at_the_queue_rate() -> None:
     assert delays[0] < 0.1 * submit._POLL_S
     assert delays == sorted(delays) and delays[-1] == submit._POLL_S
     assert sum(delays[:4]) < submit._POLL_S  # four looks within the old first wait
+
+
+def test_submit_asking_for_more_gpus_than_the_node_offers_is_one_line_and_2(tmp_path) -> None:
+    """Refused before anything is submitted (no scheduler needed, no job id made up)."""
+    done = _cli({"GPUFAIR_EMU_GPUS": "4", "GPUFAIR_EMU_DIR": str(tmp_path), "GPUFAIR_SCHEDULER_ADDR": f"127.0.0.1:{free_port()}"},
+                "submit", "--gpus", "999", "--", "train.py")
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.strip() == ("gpufair: submit: --gpus 999, but this node offers 4 emulated GPUs "
+                                   "(GPUFAIR_EMU_GPUS sets how many are emulated)")
