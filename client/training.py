@@ -234,7 +234,8 @@ class ElasticLoop:
         if not self.agreement.held_at(step):
             return
         started = time.perf_counter()
-        logger.warning("held by the scheduler before step %d: %s", step,
+        # One line per job, not per rank (every rank holds at the same step).
+        logger.log(logging.WARNING if self.rank == 0 else logging.DEBUG, "held by the scheduler before step %d: %s", step,
                     self.agreement.reason or "waiting for GPU time")
         try:
             while self.agreement.held_at(step) and not self.agreement.failed:
@@ -247,7 +248,7 @@ class ElasticLoop:
             logger.exception("waiting for the scheduler failed; training on")
         waited = time.perf_counter() - started
         self.held_s += waited
-        logger.info("resumed at step %d after %.1f s held", step, waited)
+        logger.log(logging.INFO if self.rank == 0 else logging.DEBUG, "resumed at step %d after %.1f s held", step, waited)
 
     def close(self) -> None:
         """Finish the exchange in flight and stop the command source (all ranks call it)."""

@@ -115,7 +115,8 @@ def jobs(args: argparse.Namespace) -> int:
                  _STATE.get(j.state, "?")] for j in res.jobs]
         print(table(["JOB", "RANKS", "GPUS", "NEIGHBOURS", "SHARE", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "ELAPSED",
                      "STATE"], rows) if rows else
-              ("no jobs" if args.all else "no active jobs (gpufair jobs --all lists ended ones too)"))
+              ("no jobs" if args.all else "no active jobs (gpufair jobs --all lists ended ones too; "
+                                           "gpufair queue, submitted ones still waiting)"))
         if any(j.stale for j in res.jobs):
             print("?: last known figures: the metrics service has not answered for these jobs")
 
