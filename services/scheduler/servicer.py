@@ -103,7 +103,10 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     async def WithdrawSubmission(self, request: pb.WithdrawSubmissionRequest,
                                  context: grpc.aio.ServicerContext) -> pb.WithdrawSubmissionResponse:
         _require(request.job_id)
-        return pb.WithdrawSubmissionResponse(withdrawn=await self._submissions.withdraw(request.job_id))
+        withdrawn = await self._submissions.withdraw(request.job_id)
+        if withdrawn:
+            self._loop.wake()  # its GPUs and queue place go to the others now, not a period later
+        return pb.WithdrawSubmissionResponse(withdrawn=withdrawn)
 
     async def ListQueue(self, request: pb.ListQueueRequest, context: grpc.aio.ServicerContext) -> pb.ListQueueResponse:
         decided, entries = await self._loop.queue()

@@ -229,6 +229,13 @@ async def test_a_submission_is_placed_at_once_not_at_the_end_of_the_period(etcd_
             while not (await stub.GetSubmission(spb.GetSubmissionRequest(job_id="now"))).submission.placed_devices:
                 assert asyncio.get_running_loop().time() < deadline, "not placed before the period ended"
                 await asyncio.sleep(0.1)
+            # A withdrawal starts a round at once too: its GPUs and queue place go to the others.
+            rounds = sched.loop.rounds
+            assert (await stub.WithdrawSubmission(spb.WithdrawSubmissionRequest(job_id="now"))).withdrawn
+            deadline = asyncio.get_running_loop().time() + 20
+            while sched.loop.rounds == rounds:
+                assert asyncio.get_running_loop().time() < deadline, "no round before the period ended"
+                await asyncio.sleep(0.05)
     finally:
         await sched.close(0)
         await metrics.stop(0)
