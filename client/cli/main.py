@@ -16,11 +16,23 @@ from gpufair.common.errors import GpufairError
 _COMMANDS = ("status", "admin", "submit", "devices", "cache", "pipeline", "plan", "steps", "sim", "profile")
 
 
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: it reports an unknown argument itself, with its own
+    usage line (argparse leaves that to the top parser, whose usage says nothing
+    about the subcommand's flags)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufair", description="Admin CLI of gpufair, the fair GPU-cluster control plane.")
     parser.add_argument("--version", action="version", version=f"gpufair {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_SubcommandParser)
     for name in _COMMANDS:
         importlib.import_module(f"gpufair.client.cli.{name}").register(sub)
     return parser

@@ -102,3 +102,12 @@ def test_submit_asking_for_more_gpus_than_the_node_offers_is_one_line_and_2(tmp_
     assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stderr.strip() == ("gpufair: submit: --gpus 999, but this node offers 4 emulated GPUs "
                                    "(GPUFAIR_EMU_GPUS sets how many are emulated)")
+
+
+@pytest.mark.parametrize("args, usage", [(("submit", "--gpus", "2", "--bogus", "--", "train.py"), "usage: gpufair submit "),
+                                         (("policy", "set", "--bogus"), "usage: gpufair policy set "),
+                                         (("jobs", "--bogus"), "usage: gpufair jobs ")])
+def test_an_unknown_flag_is_reported_with_its_subcommands_usage(args: tuple[str, ...], usage: str) -> None:
+    done = _cli({}, *args)
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.startswith(usage) and "unrecognized arguments: --bogus" in done.stderr, done.stderr
