@@ -53,6 +53,7 @@ class RankWindow:
     dropped_total: int = 0
     first_t: float = math.inf
     incarnation: int = 0
+    heard_at: float = 0.0  # the service's clock at this rank's last report
 
 
 @dataclass

@@ -57,6 +57,7 @@ class MetricsStore:
         if total_samples:
             info.total_samples = total_samples
         win.node, win.device_id = node or win.node, device_id or win.device_id
+        win.heard_at = self._clock()
         win.dropped_total = max(win.dropped_total, dropped_total)
         accepted = rejected = 0
         error = ""
@@ -145,7 +146,11 @@ class MetricsStore:
             if t > 0:
                 fastest[key.job] = min(fastest.get(key.job, t), t)
         out = []
-        for device_id, members in sorted(by_device.items()):
+        now = self._clock()
+        for device_id, everyone in sorted(by_device.items()):
+            # Its occupants now: ranks heard from within the window (an ended job's stay
+            # known, for `job`, until `expire_s`, but are no longer on the device).
+            members = [(k, w) for k, w in everyone if now - w.heard_at <= self.window_s]
             occupants = tuple(sorted(
                 (Occupant(k.job, k.rank, self._busy(w), per_step[k],
                           per_step[k] > HOLDS_BACK * fastest.get(k.job, float("inf"))) for k, w in members),
@@ -156,7 +161,7 @@ class MetricsStore:
                 util, mem, source = float(latest.util_percent or 0.0), latest.memory_used, latest.source
             else:
                 util, mem, source = min(100.0, 100.0 * sum(o.busy_fraction for o in occupants)), 0, 0
-            out.append(DeviceStats(device_id, members[0][1].node, util, occupants, mem, source))
+            out.append(DeviceStats(device_id, everyone[0][1].node, util, occupants, mem, source))
         return out
 
     def _recent(self, win: RankWindow) -> list[Record]:
