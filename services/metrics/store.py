@@ -148,8 +148,8 @@ class MetricsStore:
         out = []
         now = self._clock()
         for device_id, everyone in sorted(by_device.items()):
-            # Its occupants now: ranks heard from within the window (an ended job's stay
-            # known, for `job`, until `expire_s`, but are no longer on the device).
+            # Its occupants now: the ranks heard from within the window (an ended job's
+            # ranks stay known to `job` until `expire_s`, but are no longer on the device).
             members = [(k, w) for k, w in everyone if now - w.heard_at <= self.window_s]
             occupants = tuple(sorted(
                 (Occupant(k.job, k.rank, self._busy(w), per_step[k],
