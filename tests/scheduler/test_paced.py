@@ -189,3 +189,23 @@ def test_the_joint_split_rounds_so_that_the_sliver_rank_does_not_slow_the_job():
     split, steps = best_fit(job, [1.0, 0.024], [1.0, 1.0], joint=True)
     assert split == (63, 1)
     assert steps == pytest.approx(1.0 / (63 * 0.004))
+
+
+def test_a_sliver_gets_the_little_more_than_idle_time_that_keeps_its_job_at_its_own_gpus_pace():
+    # The lender (at its cap) leaves 2 % of its GPU idle. The borrower's one sample
+    # there costs 7 ms of kernel (3 ms of it fixed a step), and its other rank's 63
+    # samples 0.25 s: at the idle 2 % the sliver would take 0.35 s a step and pace the
+    # whole job, its own GPU idle 30 % of the time. The lender gives the ~1 % more
+    # that keeps pace, within IDLE_LOSS of its speed.
+    lender = FleetJob("urgent", 1, 16, 0.0, 1e4, 460.0, 0.00213, 0.0, 0.0, "m")
+    wide = FleetJob("wide", 2, 64, 0.0, 1e5, 489.0, 0.00397, 0.003, 0.0, "m")
+    filler = Filler(2, NoInterference(), 0.05, joint=True, now=0.0, sd_cap=1.0)
+    assert filler.fit(lender, [0]) is not None
+    idle = float(filler.left[0])
+    assert 0.015 < idle < 0.025 and (0.003 + 0.00397) / idle > 0.003 + 0.00397 * 63
+    assert filler.lend(wide, [0, 1]) == (1, 63)
+    shares = filler.shares()
+    assert shares["wide"][1] == pytest.approx(1.0)  # its own GPU runs full
+    assert idle < shares["wide"][0] <= idle + IDLE_LOSS * (1 - idle) + 1e-9
+    assert (0.003 + 0.00397) / shares["wide"][0] <= (0.003 + 0.00397 * 63) * (1 + 1e-6)
+    assert shares["urgent"][0] + shares["wide"][0] <= 1 + 1e-9

@@ -33,7 +33,11 @@ The planner (`Filler`) works in two passes:
    time slice shortens such waits, so this errs towards not lending). A
    lender gives at most what keeps its predicted slow-down within the
    round's target (one lending only idle time may lose `IDLE_LOSS` of its
-   speed past it), and re-splits too, away from the GPU it shares. The
+   speed past it, and so may one giving the little more, up to its idle
+   time again, that a borrower's sliver rank needs to keep pace with the
+   borrower's own GPUs: a sliver slower than those sets the whole job's
+   pace and idles them), and
+   re-splits too, away from the GPU it shares. The
    loan is made only when the borrower's gain in GPU-equivalents of
    exclusive speed exceeds `LEND_WEIGHT` times what the lenders lose, so
    the more urgent jobs give up little and only for much.
@@ -176,6 +180,26 @@ def best_fit(job: FleetJob, avail: Sequence[float], eff: Sequence[float], joint:
 def exclusive_steps(job: FleetJob) -> float:
     """Steps/s alone at the even split (what `exclusive_rate` is in steps)."""
     return job.exclusive_rate / job.global_batch
+
+
+def _pace_top_up(job: FleetJob, split: Sequence[int], avail: Sequence[float], eff: Sequence[float],
+                 lent: Sequence[float | None], idle: Sequence[float]) -> list[float]:
+    """Per rank, the GPU time past `avail` that a rank on a lent GPU (`lent`: its
+    lender's share there, None on a free GPU) needs to keep pace with the job's
+    ranks on free GPUs at `split`: at most `IDLE_LOSS` of that share and the
+    lender's `idle` time there (a lender whose steps are partly CPU work finds
+    the sliver's kernels in its way only part of the time; one without idle
+    time gives only what its slow-down target allows). A rank's fixed cost per
+    step (`sec_per_step`) makes even one sample need more than a lender's idle
+    time, and the slowest rank sets every rank's pace."""
+    a = [job.sec_per_step / e for e in eff]
+    c = [job.sec_per_sample / e for e in eff]
+    own = [r for r, x in enumerate(lent) if x is None]
+    if not own or len(own) == len(lent):
+        return [0.0] * len(lent)
+    pace = min(exclusive_steps(job), *(avail[r] / (a[r] + c[r] * split[r]) for r in own))
+    return [0.0 if x is None else min(max(pace * (a[r] + c[r] * split[r]) - avail[r], 0.0), IDLE_LOSS * x, idle[r])
+            for r, x in enumerate(lent)]
 
 
 def collision_bound(job: FleetJob, busy_s: float) -> float:
@@ -337,7 +361,25 @@ class Filler:
         # whose steps leave 3 % idle, say) rather than be held with its own GPU idle.
         if min(avail) <= 0 or max(avail) < self._min:
             return None
-        split, steps = best_fit(job, avail, eff, self._joint)
+        fit = best_fit(job, avail, eff, self._joint)
+        top = _pace_top_up(job, fit[0], avail, eff, [x.shares()[x.gpus.index(g)] if x is not None else None
+                                                     for g, x in zip(gpus, lenders)], idle)
+        if any(top):
+            # The sliver paces the whole job, so its own GPUs idle at that pace: a lender
+            # gives the little more that keeps pace as it gives idle time (IDLE_LOSS).
+            more = [x + t for x, t in zip(avail, top)]
+            got = self._try_loan(job, gpus, [i + t for i, t in zip(idle, top)], more, eff, lenders,
+                                 best_fit(job, more, eff, self._joint))
+            if got is not None:
+                return got
+        return self._try_loan(job, gpus, idle, avail, eff, lenders, fit)
+
+    def _try_loan(self, job: FleetJob, gpus: Sequence[int], idle: Sequence[float],
+                  avail: Sequence[float], eff: Sequence[float], lenders: Sequence[_Fit | None],
+                  fit: tuple[tuple[int, ...], float]) -> tuple[int, ...] | None:
+        """`_loan` at exactly `avail` (`fit`: the job's best split and speed there);
+        `idle`: what a lender may give as if idle."""
+        split, steps = fit
         mine = _Fit(job, list(gpus), split, min(steps, exclusive_steps(job)), eff, lender=False)
         if steps <= 0:
             return None
