@@ -76,12 +76,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=explain)
 
 
+#: A running job that is not held is shown as stalled once its last step is this
+#: long ago, or five of its steps if those are longer (a hung loader or collective).
+STALL_S = 30.0
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{seconds:.1f}s"
+
+
 def _elapsed(j: pb.JobSummary) -> str:
-    s = int(j.elapsed_s)
-    return "-" if not j.started_unix_s else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{j.elapsed_s:.1f}s")
+    return "-" if not j.started_unix_s else _duration(j.elapsed_s)
 
 
-def _rate(j: pb.JobSummary) -> str:
+def _stalled_s(j: pb.JobSummary, now: float) -> float | None:
+    """Seconds since a running job's last step, where that is far past its step time
+    and the scheduler does not hold it; else None."""
+    if j.state != pb.JOB_STATE_RUNNING or not j.last_step_unix_s or _share(j.split.shares) == "held":
+        return None
+    quiet = now - j.last_step_unix_s
+    step = j.spec.global_batch / j.samples_per_s if j.samples_per_s > 0 else 0.0
+    return quiet if quiet > max(STALL_S, 5 * step) else None
+
+
+def _state(j: pb.JobSummary, now: float) -> str:
+    quiet = _stalled_s(j, now)
+    return _STATE.get(j.state, "?") + ("" if quiet is None else f", no step for {_duration(quiet)}")
+
+
+def _rate(j: pb.JobSummary, now: float) -> str:
+    if _stalled_s(j, now) is not None:
+        return "0.0"  # the last measured rate is history: it has stopped
     # A stale rate is the last one known while the metrics service does not answer.
     return fmt(j.samples_per_s, 1) + ("?" if j.stale and j.samples_per_s else "")
 
@@ -107,12 +133,13 @@ def _neighbours(jobs: Sequence[pb.JobSummary]) -> dict[str, str]:
 
 def jobs(args: argparse.Namespace) -> int:
     def render(res: pb.ListJobsResponse) -> None:
+        now = time.time()
         near = _neighbours([j for j in res.jobs if j.state in (pb.JOB_STATE_QUEUED, pb.JOB_STATE_RUNNING)])
         rows = [[j.spec.job_id, f"{j.live_ranks}/{len(j.spec.ranks)}", ",".join(r.device_id for r in j.spec.ranks),
                  near.get(j.spec.job_id, "-"), _share(j.split.shares),
                  _sizes(j.split.batch_sizes) + ("*" if j.pinned else ""),
-                 _rate(j), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _elapsed(j),
-                 _STATE.get(j.state, "?")] for j in res.jobs]
+                 _rate(j, now), fmt(j.slowdown), fmt(j.exclusive_samples_per_s, 1), f"{j.progress:.0%}", _elapsed(j),
+                 _state(j, now)] for j in res.jobs]
         print(table(["JOB", "RANKS", "GPUS", "NEIGHBOURS", "SHARE", "SPLIT", "RATE/s", "SD", "EXCL/s", "DONE", "ELAPSED",
                      "STATE"], rows) if rows else
               ("no jobs" if args.all else "no active jobs (gpufair jobs --all lists ended ones too; "
@@ -134,7 +161,7 @@ def job(args: argparse.Namespace) -> int:
     def render(res: pb.GetJobResponse) -> None:
         j = res.job
         print(f"job {j.spec.job_id}: model {j.spec.model}, global batch {j.spec.global_batch}, {len(j.spec.ranks)} ranks, "
-              f"{_STATE.get(j.state, '?')} ({j.state_reason or '-'}), {j.progress:.0%} done, elapsed {_elapsed(j)}, "
+              f"{_state(j, time.time())} ({j.state_reason or '-'}), {j.progress:.0%} done, elapsed {_elapsed(j)}, "
               f"SD {fmt(j.slowdown)} (exclusive {fmt(j.exclusive_samples_per_s, 1)}/s from {j.exclusive_source or '-'})"
               + (", figures stale" if j.stale else ""))
         shares = list(j.split.shares) or [None] * len(j.spec.ranks)

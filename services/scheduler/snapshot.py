@@ -64,6 +64,7 @@ class JobEstimate:
     included: bool
     why_excluded: str = ""
     samples_done: int = 0
+    last_step_unix_s: float = 0.0  # the latest step the metrics service heard of (0: none)
 
 
 def _profile_exclusive(spec: JobSpec, profiles: Profiles) -> float | None:
@@ -124,9 +125,10 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
         elif ranks is None:
             why = "no telemetry or profile yet"
         rate = m.samples_per_s if m and m.samples_per_s > 0 else None
+        last_step = m.last_unix_s if m else 0.0
         if ranks is None:
             estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, exclusive or 0.0, source if exclusive else "unknown", 0.0,
-                                                 progress, elapsed, False, why, done)
+                                                 progress, elapsed, False, why, done, last_step)
             continue
         state = JobState(job=spec.job_id, global_batch=spec.global_batch, ranks=ranks, samples_done=float(done),
                          samples_total=float(spec.total_samples), elapsed_s=elapsed, rate=rate,
@@ -139,7 +141,7 @@ def build_snapshot(views: list[JobView], metrics: Mapping[str, JobMetrics], prof
         # SD below 1 is impossible by definition: it means the exclusive speed is underestimated.
         sd = max(sd, 1.0) if math.isfinite(sd) and sd > 0 else 0.0
         estimates[spec.job_id] = JobEstimate(spec.job_id, rate or 0.0, ex, source if exclusive else "observed", sd,
-                                             progress, elapsed, not why, why, done)
+                                             progress, elapsed, not why, why, done, last_step)
         if not why:
             jobs.append(state)
     return ClusterState(tuple(jobs)), estimates

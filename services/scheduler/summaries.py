@@ -75,6 +75,7 @@ def fill_summary(out: pb.JobSummary, view: JobView, figures: Figures | None) -> 
         out.samples_per_s, out.exclusive_samples_per_s, out.slowdown = e.rate, e.exclusive_rate, e.slowdown
         out.progress, out.elapsed_s, out.exclusive_source = e.progress, e.elapsed_s, e.exclusive_source
         out.samples_done, out.stale, out.figures_unix_s = e.samples_done, figures.stale, figures.at_unix_s
+        out.last_step_unix_s = e.last_step_unix_s
     return out
 
 

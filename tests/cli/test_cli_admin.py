@@ -12,7 +12,7 @@ import grpc
 
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as pb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as pb_grpc
-from gpufair.client.cli.admin import _share
+from gpufair.client.cli.admin import STALL_S, _rate, _share, _state
 from gpufair.common.config import CommonConfig
 from gpufair.local import free_port
 from gpufair.metrics.app import start as start_metrics
@@ -84,3 +84,18 @@ def test_a_paced_share_reads_as_percent_or_held() -> None:
     assert _share(()) == "-"  # time-sliced: the GPU divides its time itself
     assert _share((0.0, 0.0)) == "held"
     assert _share((0.5, 1.0)) == "50%/100%"
+
+
+def test_a_running_job_that_stopped_stepping_reads_as_stalled_unless_held() -> None:
+    def job(last_step: float, shares: tuple[float, ...] = (), rate: float = 64.0) -> pb.JobSummary:
+        return pb.JobSummary(spec=pb.JobSpec(job_id="j", global_batch=64), state=pb.JOB_STATE_RUNNING,
+                             samples_per_s=rate, last_step_unix_s=last_step, split=pb.SplitCommand(shares=list(shares)))
+
+    now = 1000.0
+    assert (_state(job(now - 2), now), _rate(job(now - 2), now)) == ("running", "64.0")
+    assert (_state(job(now - 95), now), _rate(job(now - 95), now)) == ("running, no step for 1m35s", "0.0")
+    assert _state(job(now - 95, shares=(0.0, 0.0)), now) == "running"  # held: not stepping is the plan
+    assert _state(job(0.0), now) == "running"  # starting: no step yet
+    # A paced job with 20 s steps is not stalled after 60 s, only after five steps.
+    assert _state(job(now - 2 * STALL_S, rate=64 / 20), now) == "running"
+    assert _state(job(now - 101, rate=64 / 20), now).startswith("running, no step for")

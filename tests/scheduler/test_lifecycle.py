@@ -180,3 +180,12 @@ def test_retention_and_final_slowdown_rules() -> None:
     assert to_purge({"active": life}, 1e9, Retention(0.0, 0)) == []
     assert final_slowdown(50.0, 100, 1.0) == 1.0  # below 1 is impossible by definition
     assert final_slowdown(300.0, 100, 1.0) == 3.0 and final_slowdown(300.0, 0, 1.0) == 0.0
+
+
+async def test_a_running_job_lists_when_its_last_step_was_heard(world: _World) -> None:
+    await world.registry.register(_spec("a", total=6400), (32, 32), "even")
+    await world.registry.join("a", 0, "replica")
+    assert (await world.listed())["a"].last_step_unix_s == 0  # no figures yet
+    world.metrics = {"a": JobMetrics(64.0, 640, 990.0, {0: RankMetrics(0.001, 0.001, 9)}, 995.5)}
+    await world.loop.tick()
+    assert (await world.listed())["a"].last_step_unix_s == 995.5  # what `gpufair jobs` reads a stall from

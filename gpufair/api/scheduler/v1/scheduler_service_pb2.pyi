@@ -86,7 +86,7 @@ class SplitCommand(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., apply_step: _Optional[int] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ..., issued_unix_s: _Optional[float] = ..., number: _Optional[int] = ..., shares: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source", "stale", "figures_unix_s", "registered_unix_s", "started_unix_s", "ended_unix_s", "state_reason", "samples_done")
+    __slots__ = ("spec", "state", "split", "samples_per_s", "exclusive_samples_per_s", "slowdown", "progress", "elapsed_s", "pinned", "live_ranks", "exclusive_source", "stale", "figures_unix_s", "registered_unix_s", "started_unix_s", "ended_unix_s", "state_reason", "samples_done", "last_step_unix_s")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class JobSummary(_message.Message):
     ENDED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     STATE_REASON_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_DONE_FIELD_NUMBER: _ClassVar[int]
+    LAST_STEP_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     state: JobState
     split: SplitCommand
@@ -123,7 +124,8 @@ class JobSummary(_message.Message):
     ended_unix_s: float
     state_reason: str
     samples_done: int
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., split: _Optional[_Union[SplitCommand, _Mapping]] = ..., samples_per_s: _Optional[float] = ..., exclusive_samples_per_s: _Optional[float] = ..., slowdown: _Optional[float] = ..., progress: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., pinned: _Optional[bool] = ..., live_ranks: _Optional[int] = ..., exclusive_source: _Optional[str] = ..., stale: _Optional[bool] = ..., figures_unix_s: _Optional[float] = ..., registered_unix_s: _Optional[float] = ..., started_unix_s: _Optional[float] = ..., ended_unix_s: _Optional[float] = ..., state_reason: _Optional[str] = ..., samples_done: _Optional[int] = ...) -> None: ...
+    last_step_unix_s: float
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., split: _Optional[_Union[SplitCommand, _Mapping]] = ..., samples_per_s: _Optional[float] = ..., exclusive_samples_per_s: _Optional[float] = ..., slowdown: _Optional[float] = ..., progress: _Optional[float] = ..., elapsed_s: _Optional[float] = ..., pinned: _Optional[bool] = ..., live_ranks: _Optional[int] = ..., exclusive_source: _Optional[str] = ..., stale: _Optional[bool] = ..., figures_unix_s: _Optional[float] = ..., registered_unix_s: _Optional[float] = ..., started_unix_s: _Optional[float] = ..., ended_unix_s: _Optional[float] = ..., state_reason: _Optional[str] = ..., samples_done: _Optional[int] = ..., last_step_unix_s: _Optional[float] = ...) -> None: ...
 
 class HistoryEntry(_message.Message):
     __slots__ = ("split", "slowdown")
