@@ -156,10 +156,11 @@ class Board:
         self.enqueue(job, start, reason)
         self.reserve(job, free_at)
 
-    def placed(self, shares: dict | None) -> dict[str, Placed]:
+    def placed(self, shares: dict | None, unpaced: frozenset[str] = frozenset()) -> dict[str, Placed]:
         """Why each admitted job went where it did: its share of its GPUs
         (paced: the planned one; time-sliced: one over its most shared GPU's
-        residents), its neighbours, its SD if it kept that speed."""
+        residents), its neighbours, its SD if it kept that speed. A job in
+        `unpaced` lends a sliver and yet runs unpaced: it is ahead of its neighbours."""
         index = {j.job: i for i, j in enumerate(self.jobs)}
         out = {}
         for name, gpus in self.admitted.items():
@@ -168,7 +169,7 @@ class Board:
             near = tuple(sorted({self.jobs[k].job for g in pos for k in self.residents[g] if k != i}))
             if shares is not None:
                 share = min(shares.get(name, (0.0,)))
-                how = ("alone" if not near else "ahead of its neighbours") if share >= _WHOLE \
+                how = ("alone" if not near else "ahead of its neighbours") if share >= _WHOLE or name in unpaced \
                     else f"paced to {share:.0%}" if share > 0 else "held until its turn"
             else:
                 ways = int(max(self.count[g] for g in pos))
@@ -185,4 +186,4 @@ class Board:
         jobs placed but not yet stepping will get, for why they went where they did."""
         notes = None if shares is None else {**(starting or {}), **shares}
         return RoundPlan(self.admitted, shares or {}, splits or {}, tuple(self.queue),
-                         self.rank, self.target, outlook, self.placed(notes), unpaced)
+                         self.rank, self.target, outlook, self.placed(notes, unpaced), unpaced)
