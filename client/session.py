@@ -120,7 +120,8 @@ class Session:
 
         Run no collective inside (DDP's backward all-reduce, a barrier): it waits for the
         job's other ranks, and two jobs sharing two emulated GPUs, each holding one, would
-        wait for each other for ever (a real GPU runs others' kernels meanwhile)."""
+        wait for each other for ever (a real GPU runs others' kernels meanwhile); a rank
+        that waits a minute for its device logs a warning that says so."""
         if self.emulated is None:
             yield
             return

@@ -23,9 +23,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -35,7 +37,12 @@ from pathlib import Path
 from gpufair.common import env
 from gpufair.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 
+logger = logging.getLogger(__name__)
+
 ENV_GPUS = env.EMU_GPUS.name
+#: A wait for a device this long is worth a warning: the usual cause is a rank
+#: holding it across a collective that waits for a rank queued behind another's hold.
+STUCK_WAIT_S = 60.0
 _MAX_DEVICES = 1024
 _TICKET = "{:020d}"
 _STATE_BYTES = 256
@@ -213,11 +220,23 @@ class EmulatedDevice:
                 final = self._queue / _TICKET.format(ticket)
                 os.rename(tmp, final)
                 self._held_path = final
-            self._wait_turn(ticket, None if timeout is None else time.monotonic() + timeout)
+            stuck = threading.Timer(STUCK_WAIT_S, self._warn_stuck)
+            stuck.daemon = True
+            stuck.start()
+            try:
+                self._wait_turn(ticket, None if timeout is None else time.monotonic() + timeout)
+            finally:
+                stuck.cancel()
             self._granted_at = time.perf_counter()
         except BaseException:
             self._drop_ticket()
             raise
+
+    def _warn_stuck(self) -> None:
+        logger.warning("waited %.0f s for emulated GPU %s: if a rank runs a collective (DDP's backward "
+                       "all-reduce, a barrier) while holding an emulated GPU, jobs sharing GPUs wait for each "
+                       "other for ever; hold it (session.compute()) for local compute only", STUCK_WAIT_S,
+                       self.device_id)
 
     def _last_ticket(self) -> int:
         return max((int(n) for n in os.listdir(self._queue) if n.isdigit()), default=-1)

@@ -251,3 +251,24 @@ def test_a_paced_job_leaves_its_gpu_time_to_the_neighbour(emu_dir: Path) -> None
     assert paced["neighbour"] > 1.3 * shared["neighbour"]
     assert paced["paced"] < 0.75 * shared["paced"]
     assert paced["neighbour"] > 2 * paced["paced"]
+
+
+def test_a_long_wait_for_a_device_warns_what_usually_causes_it(emu_dir: Path, caplog, monkeypatch) -> None:
+    import gpufair.client.workloads.emulated as emulated
+
+    monkeypatch.setattr(emulated, "STUCK_WAIT_S", 0.05)
+    holder, waiter = EmulatedDevice.open(0, cfg(emu_dir)), EmulatedDevice.open(0, cfg(emu_dir))
+    got = threading.Event()
+    with caplog.at_level("WARNING", logger=emulated.__name__):
+        holder.acquire()
+        t = threading.Thread(target=lambda: (waiter.acquire(), got.set(), waiter.release()))
+        t.start()
+        _wait_until(lambda: "collective" in caplog.text)  # while the holder still holds it
+        assert not got.is_set() and "emulated GPU emu-" in caplog.text
+        holder.release()
+        t.join(timeout=10)
+    assert got.is_set()
+    with waiter.compute():  # granted at once: its timer is cancelled, none is left to fire
+        pass
+    _wait_until(lambda: not any(isinstance(x, threading.Timer) and x.is_alive() for x in threading.enumerate()))
+    holder.close(), waiter.close()
