@@ -23,7 +23,7 @@ import grpc
 from gpufair.api.scheduler.v1 import scheduler_service_pb2 as spb
 from gpufair.api.scheduler.v1 import scheduler_service_pb2_grpc as spb_grpc
 from gpufair.client.workloads.emulated import EmuConfig, device_usage
-from gpufair.demo.mix import DATA_URI, RunResult, read_stats
+from gpufair.demo.mix import DATA_URI, RunResult, read_stats, utilisation
 from gpufair.local.procs import with_parent_death
 
 GPUS = 4
@@ -164,9 +164,10 @@ def _progress(stub: spb_grpc.SchedulerServiceStub, label: str, now: float, serie
 
 def _result(preset: str, started: list[_Submitted], workdir: Path, exclusive: dict[str, float], env: dict[str, str],
             t0: float, series: list[dict]) -> RunResult:
-    results, waits, ends = [], [], []
+    results, waits, ends, every = [], [], [], []
     for s in started:
         ranks = read_stats(workdir / s.job_id, s.job.world)
+        every.extend(ranks)
         start, end = min(r["start"] for r in ranks), max(r["end"] for r in ranks)
         ends.append(end)
         startup = max(start - s.placed, 0.0)  # torchrun and imports: the same under any policy
@@ -180,5 +181,5 @@ def _result(preset: str, started: list[_Submitted], workdir: Path, exclusive: di
     makespan = max(ends) - first
     cfg = EmuConfig.from_env(env)
     busy = sum(device_usage(cfg, i).busy_s for i in range(GPUS))
-    return RunResult(preset, results, busy / (GPUS * makespan), statistics.fmean(waits), makespan, series,
-                     phase="arrivals", preset=preset)
+    return RunResult(preset, results, utilisation(busy, every, GPUS), statistics.fmean(waits), makespan, series,
+                     phase="arrivals", preset=preset, gpu_util_with_startup=busy / (GPUS * makespan))

@@ -21,7 +21,7 @@ def table(runs: list[RunResult]) -> str:
         cells = "".join(_cell(r.jobs[i]) for r in runs)
         lines.append(f"{job['job']:14}{cells}")
     for label, attr, fmt in [("max SD", "max_sd", "{:.2f}"), ("mean SD", "mean_sd", "{:.2f}"), ("GPU util", "gpu_util", "{:.1%}"),
-                             ("data wait", "data_wait", "{:.2%}"), ("makespan", "makespan_s", "{:.1f}s")]:
+                             ("  + start-up", "gpu_util_with_startup", "{:.1%}"), ("data wait", "data_wait", "{:.2%}"), ("makespan", "makespan_s", "{:.1f}s")]:
         lines.append(f"{label:14}" + "".join(f"{fmt.format(getattr(r, attr)):>22}" for r in runs))
     cut = 1 - fair.max_sd / base.max_sd if base.max_sd else 0.0
     points = 100 * (fair.gpu_util - base.gpu_util)

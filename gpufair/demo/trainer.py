@@ -3,8 +3,10 @@
 The emulated GPU is held for the step's local compute (forward, backward),
 padded to a modelled kernel time (`--fixed-ms + --per-sample-ms * local batch`,
 scaled by the device's speed), so jobs that share a device really wait for each
-other. The gradient all-reduce happens after the device is released, as on a
-real GPU where waiting for a straggling peer leaves the device idle.
+other. The gradient all-reduce starts once the gradients exist and runs during
+the rest of the kernel time, as DDP's bucketed all-reduce overlaps backward; it
+is waited for after the device is released, as on a real GPU where waiting for
+a straggling peer leaves the device idle.
 """
 
 from __future__ import annotations
@@ -92,13 +94,18 @@ def main() -> None:
                 t_held = time.perf_counter()  # waiting for the device is not kernel time
                 loss = loss_fn(model(x), y)
                 loop.scale_loss(loss).backward()
+                # The all-reduce starts once the gradients exist and runs beside the rest
+                # of the kernel time, as DDP's bucketed all-reduce overlaps backward.
+                flat = torch.cat([q.grad.reshape(-1) for q in params])
+                reduced = dist.all_reduce(flat, async_op=True)
                 kernel = (args.fixed_ms + args.per_sample_ms * len(y)) / 1000.0 / speed
                 pad = kernel - (time.perf_counter() - t_held)
                 if pad > 0:
                     time.sleep(pad)  # the GPU kernel's remaining time, device held
+            # Waited for with the device released: waiting for a straggling peer idles it,
+            # and a rank never waits on a collective while holding a device another needs.
+            reduced.wait()
             # Mean of the scaled per-rank gradients = gradient of the global-batch mean.
-            flat = torch.cat([q.grad.reshape(-1) for q in params])
-            dist.all_reduce(flat)
             flat.div_(world)
             offset = 0
             for q in params:
@@ -117,7 +124,7 @@ def main() -> None:
     t_end = time.time()
     session.close()
     with open(f"{args.stats_out}.rank{rank}.json", "w") as fh:
-        json.dump({"rank": rank, "world": world, "steps": step, "start": t_start, "end": t_end, "loss": loss.detach().item(),
+        json.dump({"rank": rank, "world": world, "device": device.index, "steps": step, "start": t_start, "end": t_end, "loss": loss.detach().item(),
                    "step_times": step_times[-200:], "data_wait_s": waits.total + resolve_s,
                    "resolve_s": resolve_s, "launched_to_start_s": t_start - t_resolve}, fh)
     dist.destroy_process_group()

@@ -33,3 +33,14 @@ def test_results_carry_phase_and_preset_and_the_table_compares_within_a_phase(tm
     assert "GPU utilisation +20.0 points (60.0% vs 40.0%)" in report.table([r for r in runs if r.phase == "layout"])
     report.chart(runs, tmp_path / "slowdowns.png")
     assert (tmp_path / "slowdowns.png").stat().st_size > 10_000
+
+
+def test_utilisation_counts_each_gpu_from_the_first_step_taken_on_it() -> None:
+    from gpufair.demo.mix import utilisation
+
+    # GPU 0 steps from t=10, GPU 1 from t=14 (a later job's start-up), GPU 2 never:
+    # it counts from the first step anywhere. Everything ends at t=20.
+    ranks = [{"device": 0, "start": 10.0, "end": 20.0}, {"device": 1, "start": 14.0, "end": 18.0},
+             {"device": 0, "start": 12.0, "end": 19.0}]
+    assert utilisation(12.0, ranks, 3) == 12.0 / (10.0 + 6.0 + 10.0)
+    assert utilisation(0.0, ranks, 3) == 0.0
