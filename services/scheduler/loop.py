@@ -1,6 +1,7 @@
 """Every period: the figures every replica shows, and on the leader the decision
 round (inputs -> policy core -> versioned splits in etcd) and the care of job lives.
-A job's end or a submission at this replica starts the next round at once (`wake`)."""
+A job's registration, end or submission at this replica starts the next round at
+once (`wake`)."""
 
 from __future__ import annotations
 
@@ -128,8 +129,9 @@ class DecisionLoop:
         self._woken.clear()
 
     def wake(self) -> None:
-        """Start the next round now, not at the end of the period: a job ended or was
-        submitted, so the jobs it held resume and a newcomer is placed at once."""
+        """Start the next round now, not at the end of the period: a job ended, was
+        submitted or registered, so the jobs it held resume, a newcomer is placed, and
+        the jobs a registered one goes ahead of give way at once."""
         self._woken.set()
 
     async def tick(self) -> RoundResult | None:

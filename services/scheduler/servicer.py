@@ -79,6 +79,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
                                              shares=shares, arrival=arrival)
         if submitted is not None:
             await self._submissions.withdraw(spec.job_id)  # it is a registered job now
+        self._loop.wake()  # the jobs it goes ahead of give way before its first step, not a period later
         return pb.RegisterJobResponse(job=fill_summary(pb.JobSummary(), view, None), job_token=self._tokens.issue(spec.job_id))
 
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:

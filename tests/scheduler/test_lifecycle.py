@@ -189,3 +189,13 @@ async def test_a_running_job_lists_when_its_last_step_was_heard(world: _World) -
     world.metrics = {"a": JobMetrics(64.0, 640, 990.0, {0: RankMetrics(0.001, 0.001, 9)}, 995.5)}
     await world.loop.tick()
     assert (await world.listed())["a"].last_step_unix_s == 995.5  # what `gpufair jobs` reads a stall from
+
+
+async def test_a_registration_starts_the_next_round_at_once(world: _World) -> None:
+    # Under the default 5 s period a short job placed ahead of a long one ran beside it
+    # at a quarter of its speed until the next round held the long one.
+    assert not world.loop._woken.is_set()
+    spec = pb.JobSpec(job_id="short", model="resnet", global_batch=16, total_samples=1024,
+                      ranks=[pb.RankPlacement(rank=0, node="n1", device_id="g0")])
+    await world.servicer.RegisterJob(pb.RegisterJobRequest(spec=spec), None)
+    assert world.loop._woken.is_set()
