@@ -93,7 +93,8 @@ def _elapsed(j: pb.JobSummary) -> str:
 def _stalled_s(j: pb.JobSummary, now: float) -> float | None:
     """Seconds since a running job's last step, where that is far past its step time
     and the scheduler does not hold it; else None."""
-    if j.state != pb.JOB_STATE_RUNNING or not j.last_step_unix_s or _share(j.split.shares) == "held":
+    held = bool(j.split.shares) and max(j.split.shares) <= 0
+    if j.state != pb.JOB_STATE_RUNNING or not j.last_step_unix_s or held:
         return None
     quiet = now - j.last_step_unix_s
     step = j.spec.global_batch / j.samples_per_s if j.samples_per_s > 0 else 0.0

@@ -159,6 +159,9 @@ class EmulatedDevice:
         self._granted_at = 0.0
         self._user_fd: int | None = None
         self._user_path = self._users
+        self._waiting_since: float | None = None  # read by the watchdog: the step loop only sets it
+        self._closed = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     @classmethod
     def open(cls, index: int, config: EmuConfig | None = None) -> EmulatedDevice:
@@ -177,6 +180,7 @@ class EmulatedDevice:
 
     def close(self) -> None:
         """Leave the device (a held slice is released first)."""
+        self._closed.set()
         self.release()
         if self._user_fd is not None:
             with contextlib.suppress(OSError):
@@ -220,17 +224,28 @@ class EmulatedDevice:
                 final = self._queue / _TICKET.format(ticket)
                 os.rename(tmp, final)
                 self._held_path = final
-            stuck = threading.Timer(STUCK_WAIT_S, self._warn_stuck)
-            stuck.daemon = True
-            stuck.start()
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name=f"{self.device_id}-watchdog", daemon=True)
+                self._watchdog.start()
+            self._waiting_since = time.monotonic()
             try:
                 self._wait_turn(ticket, None if timeout is None else time.monotonic() + timeout)
             finally:
-                stuck.cancel()
+                self._waiting_since = None
             self._granted_at = time.perf_counter()
         except BaseException:
             self._drop_ticket()
             raise
+
+    def _watch(self) -> None:
+        """Warn once per wait for the device that lasts `STUCK_WAIT_S` (a thread per
+        open device, so a step's acquire costs a timestamp, not a timer)."""
+        warned = None
+        while not self._closed.wait(STUCK_WAIT_S / 4):
+            since = self._waiting_since
+            if since is not None and since != warned and time.monotonic() - since >= STUCK_WAIT_S:
+                warned = since
+                self._warn_stuck()
 
     def _warn_stuck(self) -> None:
         logger.warning("waited %.0f s for emulated GPU %s: if a rank runs a collective (DDP's backward "

@@ -268,7 +268,5 @@ def test_a_long_wait_for_a_device_warns_what_usually_causes_it(emu_dir: Path, ca
         holder.release()
         t.join(timeout=10)
     assert got.is_set()
-    with waiter.compute():  # granted at once: its timer is cancelled, none is left to fire
-        pass
-    _wait_until(lambda: not any(isinstance(x, threading.Timer) and x.is_alive() for x in threading.enumerate()))
     holder.close(), waiter.close()
+    _wait_until(lambda: waiter._watchdog is not None and not waiter._watchdog.is_alive())  # it ends with the device
