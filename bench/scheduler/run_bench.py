@@ -103,27 +103,42 @@ def verdict(cells, width: int = 4) -> None:
     rows = []
     print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<{width}} "
           f"{'mix':<9} {'maxSD cut':>9} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
-          f"{'goodput pt':>10} {'sim_s':>6} {'k8s sim_s':>9}")
+          f"{'goodput pt':>10} {'mkspan x':>8} {'sim_s':>6} {'k8s sim_s':>9}")
     for (gpu_type, label, mix), c in cells:
         k8s, fair = c["k8s"], c["gpufair"]
         if k8s["gpu_util"] < 0.5:
             continue
         row = (1 - fair["max_sd"] / k8s["max_sd"], 1 - fair["max_sd"] / c["las"]["max_sd"],
                fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
-               100 * (fair["goodput"] - k8s["goodput"]))
+               100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"])
         rows.append(row)
         print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row[0]:>+9.1%} {row[1]:>+7.1%} {row[2]:>6.2f} "
-              f"{row[3]:>+7.1f} {row[4]:>+10.1f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
+              f"{row[3]:>+7.1f} {row[4]:>+10.1f} {row[5]:>8.3f} {fair['sim_s']:>6.1f} "
+              f"{k8s['sim_s']:>9.1f}")
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput = (np.array(col) for col in zip(*rows))
+    cut, vs_las, jct, util, goodput, span = (np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
           f"{(jct <= 1).sum()}/{len(rows)}; utilisation within 2 points in "
           f"{(util >= -2).sum()}/{len(rows)} (worst {util.min():+.1f}), goodput within 2 "
           f"points in {(goodput >= -2).sum()}/{len(rows)}; beats las on max SD in "
           f"{(vs_las > 0).sum()}/{len(rows)}")
+    under = util < -2
+    if under.any():
+        # Paced GPUs are busy only with useful work, time-sliced ones also with
+        # interference: below k8s's busy time, say whether gpufair took longer.
+        n = int(under.sum())
+        print(f"{n} cell{'s' * (n > 1)} more than 2 points under k8s's utilisation: makespan "
+              f"{_span(span[under], '{:.3f}')}x k8s's, goodput "
+              f"{_span(goodput[under], '{:+.1f}', ' to ')} points")
+
+
+def _span(values: np.ndarray, fmt: str, sep: str = "-") -> str:
+    """`lo-hi` (one value if they agree) in `fmt`."""
+    lo, hi = fmt.format(values.min()), fmt.format(values.max())
+    return lo if lo == hi else f"{lo}{sep}{hi}"
 
 
 def run_gavel(args) -> None:

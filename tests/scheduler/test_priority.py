@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy.fleet import FleetJob
-from gpufair.scheduler.policy.priority import (LONGEST_SLACK, MAKESPAN_SLACK, WIDE_CAP, deadline,
+from gpufair.scheduler.policy.priority import (MAKESPAN_SLACK, WIDE_CAP, deadline,
                                                las_level, late_for_goal, makespan_goal,
                                                priority_order, sd_target)
 
@@ -67,14 +67,13 @@ def test_wide_jobs_get_a_later_deadline_capped():
     assert deadline(wide, 2.0, 150.0) == 150.0  # never past the makespan goal
 
 
-def test_makespan_goal_is_a_little_above_the_longest_job_and_more_above_the_packed_work():
+def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work():
     # b alone from its arrival ends at 1050 s; the work left (1,140 GPU-s) packed onto
-    # 2 GPUs from now ends at 630 s, onto 1 GPU at 1200 s. The longest job gets the
-    # smaller slack; the packed work's slack is on the work left, so a cluster whose
-    # oldest job arrived long ago gets no more of it.
+    # 2 GPUs from now ends at 630 s, onto 1 GPU at 1200 s. The longest job gets no
+    # slack; the packed work's slack is on the work left, so a cluster whose oldest
+    # job arrived long ago gets no more of it.
     jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
-    assert makespan_goal(jobs, now=60.0, num_gpus=2) == pytest.approx(
-        (1 + LONGEST_SLACK) * 1050.0)
+    assert makespan_goal(jobs, now=60.0, num_gpus=2) == pytest.approx(1050.0)
     assert makespan_goal(jobs, now=60.0, num_gpus=1) == pytest.approx(
         60.0 + (1 + MAKESPAN_SLACK) * 1140.0)
     aged = [replace(j, arrival_s=j.arrival_s - 1e5) for j in jobs]  # a day older, as much left

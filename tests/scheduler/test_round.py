@@ -356,18 +356,20 @@ def test_the_makespan_goal_is_no_reason_to_wait_when_waiting_ends_later_still():
                                                (100.0, False, "short")])
 def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgent_one_needs_it(
         now, spare, first):
-    # The goal is 1,050 s (1.05 x the 1,000 s job's own finish alone); g1 is empty.
-    # The 10 s job is due first, so it gets g1 while the long one can still make the
-    # goal. From 50 s past the long job's latest start (now 100 s) the long one takes
-    # g1 if the short one still makes its deadline: with g2 free in 1 s it does;
-    # without g2 it would wait 250 s for g0, so it keeps g1.
+    # The goal is the long job's own finish alone (1,000 s), or the work left packed
+    # plus half of it if later (1,045 s at 100 s on two GPUs), so the long job is
+    # late from the moment it waits; g1 is empty. It takes g1 only if the 10 s job, due first,
+    # still makes its deadline: with g2 free in 1 s it does; without g2 it would
+    # wait 250 s for g0, so it keeps g1.
     gpus = [Gpu("g0"), Gpu("g1"), Gpu("g2")][:3 if spare else 2]
     resident = make_job("resident", 1, 0.0, 2.5e4, on=["g0"])
     tail = [make_job("tail", 1, 0.0, 100.0, on=["g2"])] if spare else []
     long = make_job("long", 1, 0.0, 1e5)
     short = make_job("short", 1, 0.0, 1e3)
     plan = plan_round([resident, *tail, long, short], gpus, now, PRESETS["gpufair"])
-    assert plan.outlook.goal == pytest.approx(1050.0)
+    work = sum(j.remaining_s() for j in (resident, *tail, long, short))
+    assert plan.outlook.goal == pytest.approx(max(1000.0, now + 1.5 * work / len(gpus)))
+    assert late_for_goal(long, now, plan.outlook.goal)
     assert plan.admitted[first] == ("g1",)
     if first == "short":
         assert [q.job for q in plan.queue] == ["long"]
@@ -376,13 +378,14 @@ def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgen
 
 
 def test_a_job_late_for_the_makespan_goal_with_no_empty_gpu_holds_nobody_back():
-    # Both GPUs hold a job with 10 s left; the 1,000 s job is 50 s past its latest
-    # start for the goal (1,050 s) but takes only empty GPUs: it waits.
+    # Both GPUs hold a job with 10 s left; the 1,000 s job is 100 s past its latest
+    # start for the goal (1,000 s, its own finish alone) but takes only empty GPUs:
+    # it waits.
     gpus = [Gpu("g0"), Gpu("g1")]
     busy = [make_job(f"busy{g}", 1, 0.0, 1e3, on=[f"g{g}"]) for g in range(2)]
     long = make_job("long", 1, 0.0, 1e5)
     plan = plan_round([*busy, long], gpus, 100.0, PRESETS["gpufair"])
-    assert plan.outlook.goal == pytest.approx(1050.0)
+    assert plan.outlook.goal == pytest.approx(1000.0)
     assert late_for_goal(long, 100.0, plan.outlook.goal)
     assert "long" not in plan.admitted and all(plan.shares[b.job] == (1.0,) for b in busy)
 

@@ -157,7 +157,9 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
         room &= np.array([name in job.gpus_allowed for name in view.names], dtype=bool)
     if job.remaining_s() > view.release_s:
         room &= ~view.reserved
-    mine = job_key(job, view.levers.queue, view.target, view.goal)
+    # The goal is never before a job's own finish alone: one that would end last moves it.
+    mine = job_key(job, view.levers.queue, view.target,
+                   max(view.goal, job.arrival_s + job.alone_s()))
     free = np.array([k is None or mine < k for k in view.runner_key], dtype=bool)
     held_sd = np.where(free, view.runner_sd, 0.0)
     held_per_s = np.where(free, view.runner_per_s, 0.0)

@@ -53,14 +53,13 @@ from gpufair.scheduler.policy.fleet import FleetJob
 
 _BISECT = 40
 WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow jobs'
-#: The makespan goal: `LONGEST_SLACK` past the longest job's own finish
-#: (arrival plus time alone), and the remaining work packed onto the GPUs
-#: plus `MAKESPAN_SLACK` of it. The longest job's term gets the smaller
-#: slack: 0.2 of a week-long job let it be held for a day and a half; the
-#: slack on the work is on the work *left*, not on the time since the oldest
-#: job arrived, which grows with that job's age however little work is left
-#: (HISTORY.md rounds 11 and 14).
-LONGEST_SLACK = 0.05
+#: The makespan goal: the later of the last job's own finish (arrival plus
+#: time alone, no slack: that job sets the makespan's lower bound, and on a
+#: lightly loaded cluster every second it is held adds to the makespan) and
+#: the remaining work packed onto the GPUs plus `MAKESPAN_SLACK` of it. That
+#: slack is on the work *left*, not on the time since the oldest job
+#: arrived, which grows with that job's age however little work is left
+#: (HISTORY.md rounds 11, 14 and 19).
 MAKESPAN_SLACK = 0.5
 LAS_QUANTUM_S = 3600.0  # the first LAS level: one GPU-hour of service
 
@@ -93,17 +92,15 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
 
 
 def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
-    """When the jobs present should all be done: above both of the makespan's
-    lower bounds, every job alone from its arrival (`LONGEST_SLACK` of the
-    time from the oldest arrival) and all remaining work packed onto the GPUs
-    from now (`MAKESPAN_SLACK` of that work)."""
+    """When the jobs present should all be done: no earlier than either of the
+    makespan's lower bounds, every job alone from its arrival (no slack) and
+    all remaining work packed onto the GPUs from now (`MAKESPAN_SLACK` of
+    that work above it)."""
     if not jobs:
         return now
-    origin = min(j.arrival_s for j in jobs)
     longest = max(j.arrival_s + j.alone_s() for j in jobs)
     packed = sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus
-    return max(origin + (1 + LONGEST_SLACK) * (longest - origin),
-               now + (1 + MAKESPAN_SLACK) * packed)
+    return max(longest, now + (1 + MAKESPAN_SLACK) * packed)
 
 
 def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
