@@ -18,7 +18,7 @@ from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
 from gpufair.scheduler.policy.placement import choose
-from gpufair.scheduler.policy.priority import late_for_goal
+from gpufair.scheduler.policy.priority import MAKESPAN_SLACK, late_for_goal
 
 
 class Models:
@@ -358,9 +358,9 @@ def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgen
         now, spare, first):
     # The goal is the long job's own finish alone (1,000 s), or the work left packed
     # plus half of it if later (1,045 s at 100 s on two GPUs), so the long job is
-    # late from the moment it waits; g1 is empty. It takes g1 only if the 10 s job, due first,
-    # still makes its deadline: with g2 free in 1 s it does; without g2 it would
-    # wait 250 s for g0, so it keeps g1.
+    # late from the moment it waits; g1 is empty. It takes g1 only if the 10 s job,
+    # due first, still makes its deadline: with g2 free in 1 s it does; without g2
+    # it would wait 250 s for g0, so it keeps g1.
     gpus = [Gpu("g0"), Gpu("g1"), Gpu("g2")][:3 if spare else 2]
     resident = make_job("resident", 1, 0.0, 2.5e4, on=["g0"])
     tail = [make_job("tail", 1, 0.0, 100.0, on=["g2"])] if spare else []
@@ -368,7 +368,8 @@ def test_a_job_late_for_the_makespan_goal_takes_an_empty_gpu_unless_a_more_urgen
     short = make_job("short", 1, 0.0, 1e3)
     plan = plan_round([resident, *tail, long, short], gpus, now, PRESETS["gpufair"])
     work = sum(j.remaining_s() for j in (resident, *tail, long, short))
-    assert plan.outlook.goal == pytest.approx(max(1000.0, now + 1.5 * work / len(gpus)))
+    packed = now + (1 + MAKESPAN_SLACK) * work / len(gpus)
+    assert plan.outlook.goal == pytest.approx(max(1000.0, packed))
     assert late_for_goal(long, now, plan.outlook.goal)
     assert plan.admitted[first] == ("g1",)
     if first == "short":
