@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
-from gpufair.common.limits import MAX_BATCH
+from gpufair.common.limits import MAX_BATCH, MAX_SAMPLES, MAX_STEPS
 
 MAX_RANK = 65_535
 MAX_RECORDS_PER_BATCH = 10_000
@@ -151,6 +151,9 @@ def make_record(step: int, local_batch: int, compute_s: float, data_wait_s: floa
     """Validate one record's fields; raises InvalidArgument naming the field."""
     if step < 0 or steps_total < 0 or samples_total < 0:
         raise InvalidArgument(f"step={step}, steps_total={steps_total}, samples_total={samples_total} must not be negative")
+    if max(step, steps_total) > MAX_STEPS or samples_total > MAX_SAMPLES:
+        raise InvalidArgument(f"step={step}, steps_total={steps_total}, samples_total={samples_total}: at most "
+                              f"{MAX_STEPS} steps and {MAX_SAMPLES} samples per rank")
     if not 0 <= local_batch <= MAX_BATCH:
         raise InvalidArgument(f"local_batch={local_batch} is out of range [0, {MAX_BATCH}]")
     _finite("compute_s", compute_s, hi=86_400)

@@ -58,6 +58,17 @@ async def test_malformed_records_are_rejected_without_touching_other_jobs(stub) 
     assert stats.samples_done == 320 and stats.ranks[0].last_step == 9
 
 
+async def test_counters_too_large_to_total_are_refused_and_listing_still_works(stub) -> None:
+    # Steps x the global batch, or samples summed over ranks, would pass int64 and
+    # break every later listing of the job: such a record is refused, named.
+    huge = _batch("job-huge", 0, range(0, 2), 32, 0.01, 0.0, 10.0, 0.05, gb=1 << 24)
+    huge.records[1].steps_total = 1 << 60
+    acks = [a async for a in stub.ReportTelemetry(iter([huge]))]
+    assert acks[0].accepted == 1 and acks[0].rejected == 1 and "steps_total" in acks[0].error
+    listed = (await stub.ListJobStats(pb.ListJobStatsRequest())).jobs
+    assert [j.samples_done for j in listed if j.job_id == "job-huge"] == [1 << 24]
+
+
 async def test_queries_validate_their_input(stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.GetJobStats(pb.GetJobStatsRequest(job_id=""))
