@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.common.keys import check_segment
-from gpufair.common.limits import MAX_BATCH, MAX_SAMPLES, MAX_STEPS
+from gpufair.common.limits import MAX_BATCH, MAX_RANK, MAX_SAMPLES, MAX_STEPS
 
-MAX_RANK = 65_535
 MAX_RECORDS_PER_BATCH = 10_000
 
 
