@@ -224,8 +224,24 @@ def test_a_job_due_by_the_makespan_goal_is_at_risk_by_that_deadline(goal, reserv
     wide = make_job("wide", 2, 0.0, 2e6)
     board = Board([resident, wide], gpus, 0.0, PRESETS["gpufair"], NoInterference(), 0)
     board.target, board.goal = 5.0, goal
-    board.wait(wide, np.array([5000.0, 0.0]), "no room")
+    board.wait(wide, np.array([5000.0, 0.0]), "no room", np.array([5000.0, 0.0]))
     assert (board.reserved_for == "wide") is reserved
+
+
+def test_a_job_that_can_share_with_no_resident_reserves_the_gpus_that_empty_first():
+    # 'x' cannot share with 'y'. Every GPU holds a 'y' job, so no GPU suits the
+    # 2-GPU 'x' job now; it is at risk, so it reserves the two that empty first
+    # and a long 'y' job may not take them.
+    gpus = [Gpu(f"g{i}") for i in range(3)]
+    residents = [make_job(f"y{i}", 1, 0.0, 1e5, on=[f"g{i}"], model="y") for i in range(3)]
+    wide = make_job("wide", 2, 0.0, 2e6, model="x")
+    board = Board([*residents, wide], gpus, 0.0, PRESETS["gpufair"], Models(), 0)
+    board.target, board.goal = 1.0, float("inf")
+    board.wait(wide, np.zeros(3), "no room", empty_at=np.array([300.0, 100.0, 200.0]))
+    assert board.reserved_for == "wide" and list(board.reserved) == [False, True, True]
+    assert board.release_s == 200.0 and board.queue[-1].predicted_start_s == 200.0
+    assert "cannot share a GPU with the jobs on 3 of 3 GPUs" in board.queue[-1].reason
+    assert list(board.backfill(1e4)) == [True, False, False]
 
 
 def test_an_arrival_between_rounds_waits_behind_a_strict_fifo_head():

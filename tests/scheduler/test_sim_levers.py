@@ -3,11 +3,14 @@ starvation, and the figures scripts depend on."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpufair.scheduler.policy.fleet import PRESETS
+from gpufair.scheduler.policy.priority import WIDE_CAP
 from gpufair.scheduler.sim import SimConfig, Simulator, load_colocation, load_workload, simulate
 from gpufair.scheduler.sim.workload import TraceJob
 
@@ -40,6 +43,22 @@ def test_a_wide_job_is_not_starved_by_a_stream_of_small_ones(p100):
     # reservation starts it once it is at risk, and its SD stays near the others'.
     assert waits["even"]["wait_s"] > 3 * waits["sd-maxmin"]["wait_s"]
     assert waits["sd-maxmin"]["sd"] <= fair["max_sd"] and fair["max_sd"] < fifo["max_sd"]
+
+
+def test_a_wide_job_that_can_share_with_none_of_the_stream_is_not_starved(tmp_path):
+    # The stream's model and the wide job's were measured unable to share a GPU
+    # ([0, 0]): the wide job can only start on GPUs the stream has left, and
+    # its reservation must hold GPUs that do not suit it yet, or the stream
+    # keeps taking them.
+    pair = {"null": 10.0, "('a', 1)": [6.0, 6.0], "('b', 1)": [6.0, 6.0]}
+    path = tmp_path / "colocation.json"
+    path.write_text(json.dumps({"t": {"('a', 1)": {**pair, "('b', 1)": [0.0, 0.0]},
+                                      "('b', 1)": {**pair, "('a', 1)": [0.0, 0.0]}}}))
+    colo = load_colocation(path, "t")
+    trace = tuple(replace(j, model="b") if j.job == "big" else j for j in _stream("a", 4e5))
+    fair = simulate(colo, trace, SimConfig(4, "sd-maxmin", **GPUFAIR))
+    big = next(j.sd for j in fair.jobs if j.job == "big")
+    assert big <= WIDE_CAP * max(j.sd for j in fair.jobs if j.job != "big")
 
 
 def test_paced_shares_never_oversubscribe_a_gpu_and_the_most_urgent_job_runs(p100):

@@ -130,7 +130,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
         got = choose(board.levers.placement, job.num_gpus, np.flatnonzero(room), board.count,
                      board.rng)
         if got is None:
-            board.wait(job, look.empty_at, "no room")
+            board.wait(job, look.empty_at, "no room", look.empty_at)
         return got
     room &= board.backfill(job.remaining_s())
     free = filler.left >= _FULL
@@ -142,7 +142,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
     board.wait(job, np.where(choice.polite, look.busy_until, look.empty_at),
-               hold_back_reason(job, choice, running))
+               hold_back_reason(job, choice, running), look.empty_at)
     return None
 
 

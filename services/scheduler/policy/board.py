@@ -68,10 +68,14 @@ class Board:
     def room(self, job: FleetJob) -> np.ndarray:
         """Per GPU: room for one more job, compatible with every job there, and
         one the job may be placed on."""
-        room = (self.count < self.levers.max_per_gpu) & self.compatible(job.model)
-        if job.gpus_allowed:
-            room &= np.array([g.name in job.gpus_allowed for g in self.gpus], dtype=bool)
-        return room
+        return (self.count < self.levers.max_per_gpu) & self.compatible(job.model) \
+            & self.allowed(job)
+
+    def allowed(self, job: FleetJob) -> np.ndarray:
+        """Per GPU: may `job` be placed there at all (`FleetJob.gpus_allowed`)?"""
+        if not job.gpus_allowed:
+            return np.ones(len(self.gpus), dtype=bool)
+        return np.array([g.name in job.gpus_allowed for g in self.gpus], dtype=bool)
 
     def backfill(self, seconds: float) -> np.ndarray:
         """Per GPU: may a job needing `seconds` more go there without delaying
@@ -107,15 +111,16 @@ class Board:
             self.blocked_by = self.queue[-1]
 
     def reserve(self, job: FleetJob, free_at: np.ndarray) -> None:
-        """Hold the GPUs that free up first (`free_at`, seconds from now) for
-        `job`, the most urgent that cannot start, once it is at risk."""
+        """Hold the GPUs that free up first (`free_at`, seconds from now until
+        each could take it; inf: never) for `job`, the most urgent that cannot
+        start, once it is at risk."""
         if self.levers.queue != "sd" or self.reserved_for is not None:
             return
         due = min(job.arrival_s + self.target * job.alone_s(), self.goal)
         laxity = due - self.now - job.remaining_s()
         if laxity > RESERVE_LAXITY * job.alone_s():
             return
-        ok = np.flatnonzero(self.compatible(job.model))
+        ok = np.flatnonzero(np.isfinite(free_at))
         if len(ok) < job.num_gpus:
             return
         pick = ok[np.argsort(free_at[ok], kind="stable")[:job.num_gpus]]
@@ -133,28 +138,34 @@ class Board:
                      f"behind {first.job}: strict FIFO lets no job pass an earlier one")
         return True
 
-    def wait(self, job: FleetJob, free_at: np.ndarray, reason: str) -> None:
+    def wait(self, job: FleetJob, free_at: np.ndarray, reason: str,
+             empty_at: np.ndarray) -> None:
         """Queue `job` with an estimated start and why it cannot start now,
         and reserve for it if it is the first at risk. `free_at`: seconds
-        from now until each GPU could take it; `reason`: the caller's, used
-        when room and the reservation would allow the job."""
+        from now until each GPU could take it; `empty_at`: until each GPU
+        empties, which is when a GPU whose jobs `job` cannot share with could
+        take it; `reason`: the
+        caller's, used when room and the reservation would allow the job.
+        A job that can share with nobody around must still get a reservation:
+        without one a stream of jobs it cannot share with keeps enough GPUs
+        occupied and it starves (a v100 trace: SD 21, HISTORY.md round 20)."""
         n, cap = job.num_gpus, self.levers.max_per_gpu
         compat = self.compatible(job.model)
-        if compat.sum() < n:
-            self.enqueue(job, float("inf"), f"no room: it cannot share a GPU with the jobs on "
-                                            f"{len(self.gpus) - int(compat.sum())} of "
-                                            f"{len(self.gpus)} GPUs and needs {n}")
-            return
-        start = float(np.sort(free_at[compat])[n - 1])
+        avail = np.where(self.allowed(job), np.where(compat, free_at, empty_at), np.inf)
+        start = float(np.sort(avail)[n - 1]) if n <= len(avail) else float("inf")
         room = self.room(job)
-        if room.sum() < n:
+        if compat.sum() < n:
+            reason = (f"no room: it cannot share a GPU with the jobs on "
+                      f"{len(self.gpus) - int(compat.sum())} of {len(self.gpus)} GPUs and "
+                      f"needs {n}")
+        elif room.sum() < n:
             full = int(((self.count >= cap) & compat).sum())
             reason = f"no room: {full} of the GPUs it may share hold {cap} jobs"
         elif (room & self.backfill(job.remaining_s())).sum() < n:
             reason = f"GPUs reserved for {self.reserved_for}"
             start = max(start, self.release_s)
         self.enqueue(job, start, reason)
-        self.reserve(job, free_at)
+        self.reserve(job, avail)
 
     def placed(self, shares: dict | None, unpaced: frozenset[str] = frozenset()) -> dict[str, Placed]:
         """Why each admitted job went where it did: its share of its GPUs

@@ -16,14 +16,15 @@ from gpufair.scheduler.policy.fleet import RoundPlan
 from gpufair.scheduler.policy.placement import choose
 
 
-def _outlook(board: Board, g: int) -> tuple[float, float]:
+def _outlook(board: Board, g: int) -> tuple[float, float, float]:
     """GPU g: (seconds until a residency slot frees, the largest SD of its
-    residents if one more job joined). A resident's end is predicted at its
-    current speed (measured, else exclusive over the jobs sharing the GPU)."""
+    residents if one more job joined, seconds until it empties). A
+    resident's end is predicted at its current speed (measured, else
+    exclusive over the jobs sharing the GPU)."""
     there = board.residents[g]
     n = len(there)
     if not n:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     lefts, worst = [], 0.0
     for k in there:
         j = board.jobs[k]
@@ -31,15 +32,14 @@ def _outlook(board: Board, g: int) -> tuple[float, float]:
         left = max(j.samples_total - j.samples_done, 0.0) / rate
         lefts.append(left)
         worst = max(worst, (board.now - j.arrival_s + left * (n + 1) / n) / j.alone_s())
-    return (min(lefts) if n >= board.levers.max_per_gpu else 0.0), worst
+    return (min(lefts) if n >= board.levers.max_per_gpu else 0.0), worst, max(lefts)
 
 
 def sliced_round(board: Board) -> RoundPlan:
     """Admit and place waiting jobs, most urgent first (module docstring)."""
     n_gpu = len(board.gpus)
     outlook = [_outlook(board, g) for g in range(n_gpu)]
-    free_at = np.array([o[0] for o in outlook])
-    after = np.array([o[1] for o in outlook])
+    free_at, after, empty_at = (np.array([o[k] for o in outlook]) for k in range(3))
     for i in board.order:
         job = board.jobs[i]
         if not job.waiting or board.behind(job):
@@ -60,9 +60,9 @@ def sliced_round(board: Board) -> RoundPlan:
         got = choose(board.levers.placement, job.num_gpus, np.flatnonzero(room), board.count,
                      board.rng, score, board.node, board.cached(job))
         if got is None:
-            board.wait(job, free_at, "no room")
+            board.wait(job, free_at, "no room", empty_at)
             continue
         board.admit(i, got)
         for g in got:
-            free_at[g], after[g] = _outlook(board, g)
+            free_at[g], after[g], empty_at[g] = _outlook(board, g)
     return board.plan()
