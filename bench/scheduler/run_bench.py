@@ -231,7 +231,8 @@ def main() -> int:
                     "comma-separated, run every mix at each (a grid: 6,8,10)")
     ap.add_argument("--mix-seeds", default="0", help="offsets added to each trace's seed when "
                     "drawing its mixes, comma-separated (a grid: 0,10)")
-    ap.add_argument("--max-replicas", type=int, default=16)
+    ap.add_argument("--max-replicas", type=int,
+                    help="cap each mix job's GPUs (default: 16, or --gpus if fewer)")
     ap.add_argument("--gavel-seeds", type=int, default=12, help="generated traces per GPU type")
     ap.add_argument("--gavel-jobs", type=int, default=120)
     ap.add_argument("--gavel-interarrival", type=float, default=120.0)
@@ -254,6 +255,12 @@ def main() -> int:
     args.mix_seeds = _numbers(ap, "--mix-seeds", args.mix_seeds, int)
     if not all(0 < s < float("inf") for s in args.speedups):
         ap.error("--speedup: every speed-up must be a positive number")
+    if args.gpus < 1:
+        ap.error("--gpus: want at least 1")
+    if args.max_replicas is None:
+        args.max_replicas = min(16, args.gpus)
+    elif not 1 <= args.max_replicas <= args.gpus:
+        ap.error(f"--max-replicas: want 1 to --gpus ({args.gpus})")
     args.colocations = colocations(args.data, args.colocation, args.gpu_types)
     if not args.skip_mixes:
         args.traces = traces(args.data, args.workloads)
