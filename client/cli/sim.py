@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--colocation", required=True, help="Gavel-format co-location JSON")
     p.add_argument("--gpu-type", required=True, help="GPU type in that file, e.g. k80")
     p.add_argument("--gpus", type=int, help="number of GPUs in the cluster")
-    p.add_argument("--workload", help="trace CSV (gpufair or AdaptDL format)")
+    p.add_argument("--workload", help="trace file: gpufair or AdaptDL CSV, or a Gavel trace")
     p.add_argument("--preset", metavar="NAME",
                    help="k8s (FIFO, least-loaded, time-slicing, even splits: the Kubernetes "
                         "default with plain DDP) or gpufair (every lever on); the flags below "

@@ -90,6 +90,39 @@ def test_bad_rows_name_the_line(body, needle):
         parse_workload(HEADER + body, "t.csv")
 
 
+def _gavel_line(model, steps, gpus, arrival, mode=None):
+    """One line of Gavel's trace format (`scheduler/utils.py` `parse_trace`)."""
+    head = [model, "cd w && python3 main.py", "w", "--num_steps", "1", str(steps), str(gpus)]
+    return "\t".join([*head, *([mode] if mode else []), "1", "-1", str(arrival)]) + "\n"
+
+
+def test_a_gavel_trace_runs_each_job_for_its_steps_at_the_measured_speed(k80, tmp_path):
+    # Alone on a roomy cluster, a job of N steps on G GPUs takes N / (the file's
+    # steps/s for that model at G GPUs, counted over all ranks as Gavel counts
+    # them): 7.231 at 1 GPU, 21.63 at 4 for ResNet-18 (batch size 64) on a K80.
+    # Both Gavel layouts: with and without `mode`.
+    path = tmp_path / "gavel.trace"
+    path.write_text(_gavel_line("ResNet-18 (batch size 64)", 3000, 1, 0) +
+                    _gavel_line("ResNet-18 (batch size 64)", 5000, 4, 7200.5, mode="static"))
+    trace = load_workload(path)
+    assert [(j.job, j.num_gpus, j.global_batch, j.total_samples, j.arrival_s) for j in trace] == \
+        [("job0000", 1, 64, 3000 * 64, 0.0), ("job0001", 4, 256, 5000 * 64, 7200.5)]
+    jct = {j.job: j.jct_s for j in simulate(k80, trace, SimConfig(32, "even")).jobs}
+    assert jct["job0000"] == pytest.approx(3000 / 7.23126031032182, rel=1e-6)
+    assert jct["job0001"] == pytest.approx(5000 / 21.625568416059814, rel=1e-6)
+
+
+@pytest.mark.parametrize("line,needle", [
+    ("ResNet-18 (batch size 64)\tcmd\t5\t1\n", ":2: a Gavel trace line has 10 or 11"),
+    (_gavel_line("ResNet-18 (batch size 64)", 100, 0, 5), ":2: scale_factor and total_steps"),
+    (_gavel_line("ResNet-18 (batch size 64)", "many", 1, 5), ":2: total_steps 'many'"),
+    (_gavel_line("ResNet-18 (batch size 64)", 100, 1, "soon"), ":2: arrival_time 'soon'"),
+])
+def test_bad_gavel_lines_name_the_line(line, needle):
+    with pytest.raises(InvalidArgument, match=needle):
+        parse_workload(_gavel_line("ResNet-18 (batch size 64)", 100, 1, 0) + line, "t.trace")
+
+
 def test_bad_header_and_unknown_application():
     with pytest.raises(InvalidArgument, match="t.csv:1: header"):
         parse_workload("a,b\n1,2\n", "t.csv")

@@ -136,16 +136,22 @@ def _parse_key(key: str) -> tuple[str, int]:
         raise InvalidArgument(f"co-location key {key!r} is not a ('model', gpus) tuple") from None
 
 
+def model_family(model: str) -> tuple[str, int]:
+    """(family, per-rank batch) of a Gavel model name: "ResNet-18 (batch size
+    64)" is ("ResNet-18", 64); a name without a batch size is its own family
+    at batch 1."""
+    m = _BATCH.match(model)
+    return (m["family"], int(m["batch"])) if m else (model, 1)
+
+
 def _fit_costs(isolated: dict[str, float]) -> dict[str, ModelCost]:
     families: dict[str, list[tuple[int, float]]] = {}
     for model, steps in isolated.items():
-        m = _BATCH.match(model)
-        fam, b = (m["family"], int(m["batch"])) if m else (model, 1)
+        fam, b = model_family(model)
         families.setdefault(fam, []).append((b, 1.0 / steps))
     out = {}
     for model, steps in isolated.items():
-        m = _BATCH.match(model)
-        fam, b0 = (m["family"], int(m["batch"])) if m else (model, 1)
+        fam, b0 = model_family(model)
         t0 = 1.0 / steps
         pts = families[fam]
         a = t0 / 10

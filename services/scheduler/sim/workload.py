@@ -7,6 +7,19 @@ AdaptDL format, header `name,time,application,num_replicas,batch_size`.
 Those traces name applications, not Gavel models, and carry no amount of
 work, so each application maps to the closest Gavel model (same task family)
 and a fixed amount of work (dataset size x epochs), below.
+
+Gavel's trace format (stanford-futuredata/gavel `scheduler/utils.py`,
+`parse_trace`): no header, one job a line, tab-separated `job_type,
+command, working_directory, num_steps_arg, needs_data_dir, total_steps,
+scale_factor, priority_weight, SLO, arrival_time`, or 11 fields with `mode`
+after `scale_factor`. `job_type` is the model ("ResNet-18 (batch size
+64)"), `scale_factor` its GPUs. As in Gavel's throughput files
+(`colocation.py`), every rank steps on the model's batch and steps count
+over all ranks: the global batch is that batch x GPUs, the work
+`total_steps` x the batch, and alone the job runs `total_steps` / the
+file's steps/s at its GPU count. Jobs are named `job0000`,
+`job0001`, ... by line; the command, directories, priority weight and SLO
+are not simulated.
 """
 
 from __future__ import annotations
@@ -19,9 +32,14 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gpufair.common.errors import InvalidArgument
+from gpufair.scheduler.sim.colocation import model_family
 
 GPUFAIR_HEADER = ("job", "arrival_s", "model", "num_gpus", "global_batch", "total_samples")
 ADAPTDL_HEADER = ("name", "time", "application", "num_replicas", "batch_size")
+#: Gavel's trace fields (`total_steps` and the fields after it are read).
+GAVEL_FIELDS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir",
+                "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time")
+GAVEL_FIELDS_MODE = (*GAVEL_FIELDS[:7], "mode", *GAVEL_FIELDS[7:])
 
 #: application -> (Gavel model, total samples). Same task family; work is
 #: dataset size x epochs of the AdaptDL/Pollux benchmark it names.
@@ -74,6 +92,11 @@ def _row(where: str, line: int, rec: dict[str, str], adaptdl: bool) -> TraceJob:
                        rec["model"].strip(), int(_num(where, "num_gpus", rec["num_gpus"], True)),
                        int(_num(where, "global_batch", rec["global_batch"], True)),
                        _num(where, "total_samples", rec["total_samples"], False), line)
+    return _checked(where, job)
+
+
+def _checked(where: str, job: TraceJob) -> TraceJob:
+    """`job` if it can run, else InvalidArgument naming `where`."""
     if not job.job:
         raise InvalidArgument(f"{where}: empty job name")
     if job.num_gpus < 1:
@@ -86,14 +109,49 @@ def _row(where: str, line: int, rec: dict[str, str], adaptdl: bool) -> TraceJob:
     return job
 
 
+def _gavel_row(where: str, line: int, index: int, rec: dict[str, str]) -> TraceJob:
+    model = rec["job_type"].strip()
+    gpus = int(_num(where, "scale_factor", rec["scale_factor"].strip(), True))
+    steps = _num(where, "total_steps", rec["total_steps"].strip(), True)
+    if gpus < 1 or steps < 1:
+        raise InvalidArgument(f"{where}: scale_factor and total_steps must be >= 1, got "
+                              f"{gpus} and {steps:g}")
+    batch = model_family(model)[1]
+    return _checked(where, TraceJob(f"job{index:04d}", _num(where, "arrival_time",
+                                                          rec["arrival_time"].strip(), False),
+                                    model, gpus, batch * gpus, steps * batch, line))
+
+
+def _parse_gavel(text: str, source: str) -> tuple[TraceJob, ...]:
+    jobs = []
+    for line, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        where = f"{source}:{line}"
+        row = raw.split("\t")
+        if len(row) not in (len(GAVEL_FIELDS), len(GAVEL_FIELDS_MODE)):
+            raise InvalidArgument(f"{where}: a Gavel trace line has {len(GAVEL_FIELDS)} or "
+                                  f"{len(GAVEL_FIELDS_MODE)} tab-separated fields, got {len(row)}")
+        fields = GAVEL_FIELDS if len(row) == len(GAVEL_FIELDS) else GAVEL_FIELDS_MODE
+        jobs.append(_gavel_row(where, line, len(jobs), dict(zip(fields, row))))
+    return tuple(jobs)
+
+
 def parse_workload(text: str, source: str = "<workload>") -> tuple[TraceJob, ...]:
-    """Parse either trace format; errors name `source:line`."""
+    """Parse any of the three trace formats; errors name `source:line`."""
+    first = next((raw for raw in text.splitlines() if raw.strip()), "")
+    if "\t" in first:  # the CSV formats' headers have no tab
+        jobs = _parse_gavel(text, source)
+        if not jobs:
+            raise InvalidArgument(f"{source}: the trace has no jobs")
+        return jobs
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     cols = tuple(c.strip() for c in header) if header else ()
     if cols not in (GPUFAIR_HEADER, ADAPTDL_HEADER):
         raise InvalidArgument(f"{source}:1: header must be {','.join(GPUFAIR_HEADER)} "
-                              f"or {','.join(ADAPTDL_HEADER)}, got {','.join(cols) or 'nothing'}")
+                              f"or {','.join(ADAPTDL_HEADER)} (or no header and Gavel's "
+                              f"tab-separated lines), got {','.join(cols) or 'nothing'}")
     jobs, names = [], set()
     for row in reader:
         line = reader.line_num
