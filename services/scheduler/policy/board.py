@@ -143,12 +143,12 @@ class Board:
         """Queue `job` with an estimated start and why it cannot start now,
         and reserve for it if it is the first at risk. `free_at`: seconds
         from now until each GPU could take it; `empty_at`: until each GPU
-        empties, which is when a GPU whose jobs `job` cannot share with could
-        take it; `reason`: the
-        caller's, used when room and the reservation would allow the job.
-        A job that can share with nobody around must still get a reservation:
-        without one a stream of jobs it cannot share with keeps enough GPUs
-        occupied and it starves (a v100 trace: SD 21, HISTORY.md round 20)."""
+        empties, when a GPU whose jobs `job` cannot share with could take
+        it; `reason`: the caller's, used when room and the reservation would
+        allow the job. A job that can share with nobody around still gets a
+        reservation: without one, a stream of jobs it cannot share with
+        keeps enough GPUs occupied and it starves (a v100 trace: SD 21,
+        bench/scheduler/HISTORY.md round 20)."""
         n, cap = job.num_gpus, self.levers.max_per_gpu
         compat = self.compatible(job.model)
         avail = np.where(self.allowed(job), np.where(compat, free_at, empty_at), np.inf)

@@ -141,10 +141,7 @@ def parse_workload(text: str, source: str = "<workload>") -> tuple[TraceJob, ...
     """Parse any of the three trace formats; errors name `source:line`."""
     first = next((raw for raw in text.splitlines() if raw.strip()), "")
     if "\t" in first:  # the CSV formats' headers have no tab
-        jobs = _parse_gavel(text, source)
-        if not jobs:
-            raise InvalidArgument(f"{source}: the trace has no jobs")
-        return jobs
+        return _parse_gavel(text, source)
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     cols = tuple(c.strip() for c in header) if header else ()
