@@ -32,7 +32,7 @@ from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import place_arrival
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, NoInterference
 from gpufair.scheduler.sim import SimConfig, simulate
-from gpufair.scheduler.sim.generate import gavel_trace
+from gpufair.scheduler.sim.generate import SCALES, gavel_trace
 from gpufair.scheduler.sim.synthetic import synthetic_fleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -255,8 +255,10 @@ def main() -> int:
     args.mix_seeds = _numbers(ap, "--mix-seeds", args.mix_seeds, int)
     if not all(0 < s < float("inf") for s in args.speedups):
         ap.error("--speedup: every speed-up must be a positive number")
-    if args.gpus < 1:
-        ap.error("--gpus: want at least 1")
+    least = 1 if args.skip_gavel else max(SCALES)
+    if args.gpus < least:
+        why = "" if args.skip_gavel else f" (the Gavel-style traces hold {least}-GPU jobs; or --skip-gavel)"
+        ap.error(f"--gpus: want at least {least}{why}")
     if args.max_replicas is None:
         args.max_replicas = min(16, args.gpus)
     elif not 1 <= args.max_replicas <= args.gpus:

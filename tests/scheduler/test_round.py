@@ -240,8 +240,31 @@ def test_a_job_that_can_share_with_no_resident_reserves_the_gpus_that_empty_firs
     board.wait(wide, np.zeros(3), "no room", empty_at=np.array([300.0, 100.0, 200.0]))
     assert board.reserved_for == "wide" and list(board.reserved) == [False, True, True]
     assert board.release_s == 200.0 and board.queue[-1].predicted_start_s == 200.0
-    assert "cannot share a GPU with the jobs on 3 of 3 GPUs" in board.queue[-1].reason
+    assert "cannot share a GPU with the jobs on 3 of the 3 GPUs it may use" in board.queue[-1].reason
     assert list(board.backfill(1e4)) == [True, False, False]
+
+
+def test_a_job_that_can_share_with_no_resident_waits_for_gpus_to_empty_in_every_path():
+    # Three 'y' jobs hold every GPU, 100, 200 and 300 s from done (rate 100/s),
+    # and 'x' cannot share with 'y': a 2-GPU 'x' job can start once the second
+    # GPU empties, 200 s from now, whether the round time-slices or paces, and
+    # an arrival between rounds is told the same.
+    gpus = [Gpu(f"g{i}") for i in range(3)]
+    residents = [make_job(f"y{i}", 1, 0.0, 1e5, done=1e5 - 1e4 * (i + 1), on=[f"g{i}"],
+                          model="y") for i in range(3)]
+    wide = make_job("wide", 2, 0.0, 2e6, model="x")
+    for levers in (Levers("sd", "sd", "time-slicing", "even"), PRESETS["gpufair"]):
+        plan = plan_round([*residents, wide], gpus, 100.0, levers, Models())
+        (queued,) = plan.queue
+        assert queued.job == "wide" and queued.predicted_start_s == pytest.approx(200.0)
+    arrival = place_arrival(plan_round(residents, gpus, 100.0, PRESETS["gpufair"],
+                                       Models()).outlook, wide, Models())
+    assert arrival.gpus is None and arrival.predicted_start_s == pytest.approx(200.0)
+    # Allowed only on g2, a 1-GPU 'x' job waits for that GPU alone.
+    only_g2 = replace(make_job("one", 1, 0.0, 1e6, model="x"), gpus_allowed=frozenset({"g2"}))
+    plan = plan_round([*residents, only_g2], gpus, 100.0, PRESETS["gpufair"], Models())
+    assert plan.queue[0].predicted_start_s == pytest.approx(300.0)
+    assert "the jobs on 1 of the 1 GPUs it may use" in plan.queue[0].reason
 
 
 def test_an_arrival_between_rounds_waits_behind_a_strict_fifo_head():

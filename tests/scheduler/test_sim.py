@@ -112,6 +112,16 @@ def test_a_gavel_trace_runs_each_job_for_its_steps_at_the_measured_speed(k80, tm
     assert jct["job0001"] == pytest.approx(5000 / 21.625568416059814, rel=1e-6)
 
 
+def test_a_gavel_trace_saved_on_windows_reads_the_same(tmp_path):
+    # A byte-order mark, CRLF line ends and a stray tab after the arrival time.
+    lines = [_gavel_line("ResNet-18 (batch size 64)", 3000, 1, 0),
+             _gavel_line("LM (batch size 20)", 500, 2, 60)]
+    plain, windows = tmp_path / "plain.trace", tmp_path / "windows.trace"
+    plain.write_text("".join(lines))
+    windows.write_bytes(b"\xef\xbb\xbf" + "".join(l.replace("\n", "\t\r\n") for l in lines).encode())
+    assert load_workload(windows) == load_workload(plain)
+
+
 @pytest.mark.parametrize("line,needle", [
     ("ResNet-18 (batch size 64)\tcmd\t5\t1\n", ":2: a Gavel trace line has 10 or 11"),
     (_gavel_line("ResNet-18 (batch size 64)", 100, 0, 5), ":2: scale_factor and total_steps"),

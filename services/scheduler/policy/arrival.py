@@ -152,9 +152,9 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     cap = view.levers.max_per_gpu
     compat = np.array([all(interference.compatible(job.model, m) for m in there)
                        for there in view.models], dtype=bool)
-    room = (view.count < cap) & compat
-    if job.gpus_allowed:
-        room &= np.array([name in job.gpus_allowed for name in view.names], dtype=bool)
+    allowed = np.array([not job.gpus_allowed or name in job.gpus_allowed
+                        for name in view.names], dtype=bool)
+    room = (view.count < cap) & compat & allowed
     if job.remaining_s() > view.release_s:
         room &= ~view.reserved
     # The goal is never before a job's own finish alone: one that would end last moves it.
@@ -169,8 +169,10 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                           wait_from=wait_start(view.empty_at, room, job.num_gpus))
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
-    start = float(np.sort(view.busy_until[compat])[job.num_gpus - 1]) \
-        if compat.sum() >= job.num_gpus else float("inf")
+    # As `Board.wait`: a GPU whose jobs it cannot share with takes it once empty.
+    avail = np.where(allowed, np.where(compat, view.busy_until, view.empty_at), np.inf)
+    start = float(np.sort(avail)[job.num_gpus - 1]) \
+        if job.num_gpus <= len(avail) else float("inf")
     if room.sum() < job.num_gpus:
         return Arrival(None, f"no room: too few GPUs hold under {cap} jobs it may share",
                        start)

@@ -150,14 +150,15 @@ class Board:
         keeps enough GPUs occupied and it starves (a v100 trace: SD 21,
         bench/scheduler/HISTORY.md round 20)."""
         n, cap = job.num_gpus, self.levers.max_per_gpu
-        compat = self.compatible(job.model)
-        avail = np.where(self.allowed(job), np.where(compat, free_at, empty_at), np.inf)
+        allowed = self.allowed(job)
+        compat = self.compatible(job.model) & allowed
+        avail = np.where(allowed, np.where(compat, free_at, empty_at), np.inf)
         start = float(np.sort(avail)[n - 1]) if n <= len(avail) else float("inf")
         room = self.room(job)
         if compat.sum() < n:
             reason = (f"no room: it cannot share a GPU with the jobs on "
-                      f"{len(self.gpus) - int(compat.sum())} of {len(self.gpus)} GPUs and "
-                      f"needs {n}")
+                      f"{int(allowed.sum() - compat.sum())} of the {int(allowed.sum())} "
+                      f"GPUs it may use and needs {n}")
         elif room.sum() < n:
             full = int(((self.count >= cap) & compat).sum())
             reason = f"no room: {full} of the GPUs it may share hold {cap} jobs"

@@ -124,11 +124,11 @@ def _gavel_row(where: str, line: int, index: int, rec: dict[str, str]) -> TraceJ
 
 def _parse_gavel(text: str, source: str) -> tuple[TraceJob, ...]:
     jobs = []
-    for line, raw in enumerate(text.splitlines(), 1):
+    for line, raw in enumerate(text.split("\n"), 1):  # Gavel's own line breaks
         if not raw.strip():
             continue
         where = f"{source}:{line}"
-        row = raw.split("\t")
+        row = raw.rstrip().split("\t")  # arrival_time is last and never empty
         if len(row) not in (len(GAVEL_FIELDS), len(GAVEL_FIELDS_MODE)):
             raise InvalidArgument(f"{where}: a Gavel trace line has {len(GAVEL_FIELDS)} or "
                                   f"{len(GAVEL_FIELDS_MODE)} tab-separated fields, got {len(row)}")
@@ -170,7 +170,7 @@ def parse_workload(text: str, source: str = "<workload>") -> tuple[TraceJob, ...
 def load_workload(path: str | Path) -> tuple[TraceJob, ...]:
     """Read and parse a trace file."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not a name
     except OSError as e:
         raise InvalidArgument(f"cannot read workload {path}: {e.strerror}") from None
     return parse_workload(text, str(path))
