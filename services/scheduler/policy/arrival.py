@@ -18,16 +18,14 @@ GPUs that could be empty (`wait_start`) leave too little time before it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from gpufair.scheduler.policy.board import Board, available_at, earliest_start
 from gpufair.scheduler.policy.fleet import FleetJob, Interference, Levers
 from gpufair.scheduler.policy.placement import choose
 from gpufair.scheduler.policy.priority import job_key
-
-if TYPE_CHECKING:  # the round's private state; imported for types only
-    from gpufair.scheduler.policy.board import Board
 
 STACK_RATIO = 0.5
 
@@ -169,10 +167,8 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                           wait_from=wait_start(view.empty_at, room, job.num_gpus))
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
-    # As `Board.wait`: a GPU whose jobs it cannot share with takes it once empty.
-    avail = np.where(allowed, np.where(compat, view.busy_until, view.empty_at), np.inf)
-    start = float(np.sort(avail)[job.num_gpus - 1]) \
-        if job.num_gpus <= len(avail) else float("inf")
+    start = earliest_start(available_at(view.busy_until, view.empty_at, compat, allowed),
+                           job.num_gpus)  # as `Board.wait` estimates it
     if room.sum() < job.num_gpus:
         return Arrival(None, f"no room: too few GPUs hold under {cap} jobs it may share",
                        start)

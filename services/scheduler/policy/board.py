@@ -23,6 +23,19 @@ RESERVE_LAXITY = 0.35
 _WHOLE = 0.99  # a share this large is the whole GPU (shares are rounded for the trainers)
 
 
+def available_at(free_at: np.ndarray, empty_at: np.ndarray, compat: np.ndarray,
+                 allowed: np.ndarray) -> np.ndarray:
+    """Per GPU, seconds until it could take a job: `free_at` where the job may
+    share with the jobs there, `empty_at` where it may not (once they have
+    left), never (inf) where it may not be placed."""
+    return np.where(allowed, np.where(compat, free_at, empty_at), np.inf)
+
+
+def earliest_start(avail: np.ndarray, need: int) -> float:
+    """Seconds until `need` GPUs could take the job (`available_at`)."""
+    return float(np.sort(avail)[need - 1]) if need <= len(avail) else float("inf")
+
+
 class Board:
     """Per-GPU state of one round, GPUs by position in the round's list."""
 
@@ -152,8 +165,8 @@ class Board:
         n, cap = job.num_gpus, self.levers.max_per_gpu
         allowed = self.allowed(job)
         compat = self.compatible(job.model) & allowed
-        avail = np.where(allowed, np.where(compat, free_at, empty_at), np.inf)
-        start = float(np.sort(avail)[n - 1]) if n <= len(avail) else float("inf")
+        avail = available_at(free_at, empty_at, compat, allowed)
+        start = earliest_start(avail, n)
         room = self.room(job)
         if compat.sum() < n:
             reason = (f"no room: it cannot share a GPU with the jobs on "
