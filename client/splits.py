@@ -151,11 +151,21 @@ class TorchExchanger:
     `create()` makes a dedicated gloo group so control traffic never queues
     behind (or interleaves with) DDP's gradient all-reduces, whatever the
     main backend; it is a collective: every rank must call it at the same point.
+
+    The tensors are the exchanger's for its lifetime, reused by each
+    exchange: gloo's worker thread drops its references to them a moment
+    after `wait()` returns, and a thread that drops the last reference to a
+    tensor Python made must take the GIL, which aborts the process
+    ("terminate called without an active exception") once the interpreter
+    is shutting down.
     """
 
     def __init__(self, group: dist.ProcessGroup | None, world_size: int) -> None:
         self._group = group
         self._world_size = world_size
+        self._mine: torch.Tensor | None = None
+        self._out: list[torch.Tensor] = []
+        self._work: dist.Work | None = None
 
     @classmethod
     def create(cls) -> TorchExchanger:
@@ -163,9 +173,14 @@ class TorchExchanger:
         return cls(dist.new_group(backend="gloo"), dist.get_world_size())
 
     def start_all_gather(self, row: Sequence[int]) -> GatherResult:
-        mine = torch.tensor(list(row), dtype=torch.int64)
-        out = [torch.empty_like(mine) for _ in range(self._world_size)]
-        work = dist.all_gather(out, mine, group=self._group, async_op=True)
+        if self._work is not None:
+            self._work.wait()  # the buffers are about to be reused
+        if self._mine is None or self._mine.numel() != len(row):
+            self._mine = torch.empty(len(row), dtype=torch.int64)
+            self._out = [torch.empty_like(self._mine) for _ in range(self._world_size)]
+        self._mine.copy_(torch.tensor(list(row), dtype=torch.int64))
+        work = self._work = dist.all_gather(self._out, self._mine, group=self._group, async_op=True)
+        out = self._out
 
         def result() -> list[list[int]]:
             work.wait()

@@ -156,6 +156,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a rank that aborts prints where
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--rank", str(r), "--store", str(tmp / "store"), "--out", str(tmp / f"{r}.pt")],

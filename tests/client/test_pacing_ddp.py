@@ -104,7 +104,7 @@ def worker_main() -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("paced")
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--store", str(tmp / "store"),
                                "--out", str(tmp / f"{r}.pt")], env=env, stdout=subprocess.PIPE,

@@ -263,3 +263,44 @@ def test_asking_for_a_step_beyond_the_launch_completes_the_exchange_first():
     assert agreement.split_for_step(1) == (60, 4)
     assert agreement.stats().agreements == 1
     assert agreement.split_for_step(0) == (32, 32)
+
+
+def test_the_gloo_exchanger_gathers_every_rank_row_and_keeps_its_tensors(tmp_path, monkeypatch):
+    """Two ranks (threads, each with its own real gloo group) exchange rows of
+    changing content and length. The tensors handed to gloo are the same ones
+    every time: were they dropped after each exchange, gloo's worker thread
+    could drop the last reference and need the GIL as the interpreter exits."""
+    import torch.distributed as dist
+
+    from gpufair.client import splits
+
+    given_out: list[list[object]] = [[], []]  # per rank, the first tensor gloo wrote into, each time
+    real = dist.all_gather
+
+    def spy(out, mine, group=None, async_op=False):  # type: ignore[no-untyped-def]
+        given_out[group.rank()].append(out[0])
+        return real(out, mine, group=group, async_op=async_op)
+
+    monkeypatch.setattr(splits.dist, "all_gather", spy)
+    store = dist.FileStore(str(tmp_path / "store"), 2)
+    rows = [[[r, 10 + r, 7]] * 3 + [[r, 2 * r]] for r in range(2)]  # the last row is shorter
+    got: list[list[list[list[int]]]] = [[], []]
+    errors: list[BaseException] = []
+
+    def rank(r: int) -> None:
+        try:
+            exchanger = splits.TorchExchanger(dist.ProcessGroupGloo(store, r, 2), 2)
+            for row in rows[r]:
+                got[r].append(exchanger.start_all_gather(row)())
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for r in range(2):
+        assert got[r] == [[rows[0][k], rows[1][k]] for k in range(4)]
+        assert given_out[r][1] is given_out[r][0] and given_out[r][2] is given_out[r][0]
