@@ -267,6 +267,21 @@ def test_a_job_that_can_share_with_no_resident_waits_for_gpus_to_empty_in_every_
     assert "the jobs on 1 of the 1 GPUs it may use" in plan.queue[0].reason
 
 
+def test_under_paced_shares_a_gpu_empties_once_its_residents_have_run_one_after_another():
+    # Two 'y' jobs share g0, 100 and 200 s from done alone. Paced, they run there
+    # in turn, so g0 empties 300 s from now (not when the longer is done alone, as
+    # time-sliced jobs overlap): an 'x' job allowed only on g0 is told 300 s.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    residents = [make_job(f"y{i}", 1, 0.0, 1e5, done=1e5 - 1e4 * (i + 1), on=["g0"], model="y")
+                 for i in range(2)]
+    only_g0 = replace(make_job("x", 1, 0.0, 1e6, model="x"), gpus_allowed=frozenset({"g0"}))
+    plan = plan_round([*residents, only_g0], gpus, 100.0, PRESETS["gpufair"], Models())
+    assert plan.queue[0].job == "x" and plan.queue[0].predicted_start_s == pytest.approx(300.0)
+    arrival = place_arrival(plan_round(residents, gpus, 100.0, PRESETS["gpufair"], Models()).outlook,
+                            only_g0, Models())
+    assert arrival.gpus is None and arrival.predicted_start_s == pytest.approx(300.0)
+
+
 def test_an_arrival_between_rounds_waits_behind_a_strict_fifo_head():
     gpus = [Gpu("g0"), Gpu("g1")]
     resident = make_job("resident", 1, 0.0, 1e5, on=["g0"])

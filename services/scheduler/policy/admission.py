@@ -78,11 +78,11 @@ class _GpuState:
     def resident(self, g: int, rems: list[float]) -> None:
         """Jobs needing `rems` seconds more sit on GPU g. Paced, they run there
         one at a time, so the last is done no sooner than their sum from now:
-        what is left of that to the makespan goal is how long a newcomer may
-        hold them back."""
+        that is when g can empty, and what is left of it to the makespan goal
+        is how long a newcomer may hold them back."""
         self.shortest[g] = min(self.shortest[g], *rems)
-        self.empty_at[g] = max(self.empty_at[g], *rems)
         self.work[g] += sum(rems)
+        self.empty_at[g] = self.work[g]
         self.slack[g] = self.goal - self._board.now - self.work[g]
 
     def _top(self, g: int) -> None:
