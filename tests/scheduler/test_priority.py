@@ -100,6 +100,23 @@ def test_jobs_due_at_the_makespan_goal_go_longest_first():
     assert deadline(jobs[-1], target, goal) == goal == deadline(jobs[-2], target, goal)
 
 
+def test_jobs_that_need_every_gpu_go_first_among_those_due_at_the_goal_by_their_own_deadlines():
+    # As above, but the two long jobs need both GPUs and a third such job is
+    # shorter: none overlaps with another, so longest first cannot shorten the
+    # makespan. They go by their own slow-down deadlines (the shortest first),
+    # ahead of a 1-GPU job also due at the goal, which keeps its place.
+    jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [
+        job("mid", 900.0, gpus=2), job("long", 1000.0, gpus=2), job("short", 600.0, gpus=2),
+        job("narrow", 1500.0)]
+    order, target, goal = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    names = [jobs[i].job for i in order]
+    assert all(deadline(j, target, goal) == goal for j in jobs[-4:])
+    assert names[-4:] == ["short", "mid", "long", "narrow"]
+    # On a larger cluster they can overlap: longest first again.
+    order, _, _ = priority_order(jobs, 0.0, "sd", num_gpus=3)
+    assert [jobs[i].job for i in order][-4:] == ["narrow", "long", "mid", "short"]
+
+
 def test_fifo_and_las_orders():
     jobs = [job("late", 10.0, arrival=5.0), job("early", 10.0, arrival=1.0, attained=7200.0),
             job("fresh", 10.0, arrival=3.0, attained=100.0)]

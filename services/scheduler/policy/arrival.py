@@ -128,7 +128,7 @@ def outlook(board: Board, look: object) -> Outlook:
     keys: list[tuple | None] = [None] * n
     for g, job in enumerate(runners):
         if job is not None:
-            keys[g] = job_key(job, board.levers.queue, board.target, board.goal)
+            keys[g] = job_key(job, board.levers.queue, board.target, board.goal, n)
             sd[g] = (board.now - job.arrival_s + job.remaining_s()) / job.alone_s()
             per_s[g] = 1.0 / job.alone_s()
     return Outlook(board.levers, board.now, board.target, board.goal,
@@ -157,7 +157,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
         room &= ~view.reserved
     # The goal is never before a job's own finish alone: one that would end last moves it.
     mine = job_key(job, view.levers.queue, view.target,
-                   max(view.goal, job.arrival_s + job.alone_s()))
+                   max(view.goal, job.arrival_s + job.alone_s()), len(view.names))
     free = np.array([k is None or mine < k for k in view.runner_key], dtype=bool)
     held_sd = np.where(free, view.runner_sd, 0.0)
     held_per_s = np.where(free, view.runner_per_s, 0.0)

@@ -32,7 +32,9 @@
   * no deadline lies past the makespan goal (`makespan_goal`), and jobs
     due then go longest first: a long job pushed to the end would run
     alone while the rest of the cluster idles (utilisation, the third
-    objective).
+    objective). A job that needs every GPU overlaps with no other, so its
+    place among them cannot shorten the makespan: such jobs go first, by
+    their own deadlines.
 
 Why not the split LP's instantaneous max-min (`sd-maxmin`): it assumes
 every job keeps its current rate to the end, so it shares GPUs between a
@@ -125,14 +127,19 @@ def las_level(attained_s: float) -> int:
     return 1 + int(math.log10(attained_s / LAS_QUANTUM_S))
 
 
-def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.inf) -> tuple:
-    """Sort key of `job` under `rule` (smaller: more urgent); `target` and
-    `goal` are the `sd` rule's slow-down target and makespan goal."""
+def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.inf,
+            num_gpus: int = 0) -> tuple:
+    """Sort key of `job` under `rule` (smaller: more urgent); `target`,
+    `goal` and `num_gpus` are the `sd` rule's slow-down target, makespan
+    goal and cluster size (0: unknown)."""
     if rule in ("fifo", "fifo-strict"):
         return job.arrival_s, job.job
     if rule == "las":
         return las_level(job.attained_s), job.arrival_s, job.job
-    return deadline(job, target, goal), -job.remaining_s(), job.job
+    due = deadline(job, target, goal)
+    if due >= goal and job.num_gpus >= num_gpus > 0:  # whole-cluster (module docstring)
+        return due, 0, deadline(job, target, math.inf), job.job
+    return due, 1, -job.remaining_s(), job.job
 
 
 def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: int
@@ -143,5 +150,5 @@ def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: in
     if rule == "sd":
         target = sd_target(jobs, now, num_gpus)
         goal = makespan_goal(jobs, now, num_gpus)
-    keys = [job_key(j, rule, target, goal) for j in jobs]
+    keys = [job_key(j, rule, target, goal, num_gpus) for j in jobs]
     return sorted(range(len(jobs)), key=keys.__getitem__), target, goal
