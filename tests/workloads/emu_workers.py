@@ -15,10 +15,13 @@ def config(directory: str, speeds: tuple[float, ...]) -> EmuConfig:
 
 
 def train_steps(directory: str, speeds: tuple[float, ...], index: int, size: int,
-                barrier: Any, window_s: float, results: Any, name: str) -> None:
-    """Count real torch compute slices done on device `index` during a shared time window."""
+                barrier: Any, window_s: float, results: Any, name: str, cpu: int | None = None) -> None:
+    """Count real torch compute slices done on device `index` during a shared time window
+    (on CPU `cpu` alone if given)."""
     import torch
 
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
     a = torch.randn(size, size)
     with EmulatedDevice.open(index, config(directory, speeds)) as dev:

@@ -46,10 +46,13 @@ def _wait_until(cond, timeout: float = 30.0) -> None:
 
 
 def _rates(tmp: Path, speeds: tuple[float, ...], placement: dict[str, int]) -> dict[str, float]:
-    """Run one process per name on its device, all timing the same window; steps/s each."""
+    """Run one process per name on its device, all timing the same window; steps/s each.
+    All run on one CPU, so each computing process gets the same share of it whatever
+    else loads the machine (spread over cores, one could get a core to itself)."""
     barrier, results = CTX.Barrier(len(placement)), CTX.Queue()
+    cpu = min(os.sched_getaffinity(0))
     return _run_all([CTX.Process(target=emu_workers.train_steps,
-                                 args=(str(tmp), speeds, idx, MATMUL, barrier, WINDOW_S, results, name))
+                                 args=(str(tmp), speeds, idx, MATMUL, barrier, WINDOW_S, results, name, cpu))
                      for name, idx in placement.items()], results)
 
 
