@@ -50,7 +50,7 @@ def _rates(tmp: Path, speeds: tuple[float, ...], placement: dict[str, int]) -> d
     All run on one CPU, so each computing process gets the same share of it whatever
     else loads the machine (spread over cores, one could get a core to itself)."""
     barrier, results = CTX.Barrier(len(placement)), CTX.Queue()
-    cpu = min(os.sched_getaffinity(0))
+    cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None  # Linux only
     return _run_all([CTX.Process(target=emu_workers.train_steps,
                                  args=(str(tmp), speeds, idx, MATMUL, barrier, WINDOW_S, results, name, cpu))
                      for name, idx in placement.items()], results)
