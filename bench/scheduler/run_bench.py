@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import place_arrival
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, NoInterference
 from gpufair.scheduler.sim import SimConfig, simulate
+from gpufair.scheduler.sim.bound import trace_bound
 from gpufair.scheduler.sim.generate import SCALES, gavel_trace
 from gpufair.scheduler.sim.synthetic import synthetic_fleet
 
@@ -94,37 +96,53 @@ def run_mixes(args) -> None:
                     cell[name]["sim_s"] = time.perf_counter() - t0
                     print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
                           f"{cell[name]['sim_s']:>6.1f}", flush=True)
+                cell["bound"] = trace_bound(colo, jobs, args.gpus)
                 cells.append(((gpu_type, label, mix), cell))
     verdict(cells, width)
+
+
+class Row(NamedTuple):
+    """One contended cell against `k8s` (cuts and ratios; points for utilisation)."""
+
+    cut: float  # 1 - max SD / k8s's
+    vs_las: float  # 1 - max SD / las's
+    jct: float  # mean JCT / k8s's
+    util: float  # points
+    goodput: float  # points
+    span: float  # makespan / k8s's
+    bound: float  # the largest cut any schedule could reach (sim/bound.py)
+    gap: float  # max SD / the bound's
 
 
 def verdict(cells, width: int = 4) -> None:
     """The targets over contended cells (k8s utilisation >= 50 %)."""
     rows = []
     print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<{width}} "
-          f"{'mix':<9} {'maxSD cut':>9} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
+          f"{'mix':<9} {'maxSD cut':>9} {'bound':>6} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
           f"{'goodput pt':>10} {'mkspan x':>8} {'sim_s':>6} {'k8s sim_s':>9}")
     for (gpu_type, label, mix), c in cells:
         k8s, fair = c["k8s"], c["gpufair"]
         if k8s["gpu_util"] < 0.5:
             continue
-        row = (1 - fair["max_sd"] / k8s["max_sd"], 1 - fair["max_sd"] / c["las"]["max_sd"],
-               fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
-               100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"])
+        row = Row(1 - fair["max_sd"] / k8s["max_sd"], 1 - fair["max_sd"] / c["las"]["max_sd"],
+                  fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
+                  100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"],
+                  1 - c["bound"] / k8s["max_sd"], fair["max_sd"] / c["bound"])
         rows.append(row)
-        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row[0]:>+9.1%} {row[1]:>+7.1%} {row[2]:>6.2f} "
-              f"{row[3]:>+7.1f} {row[4]:>+10.1f} {row[5]:>8.3f} {fair['sim_s']:>6.1f} "
-              f"{k8s['sim_s']:>9.1f}")
+        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound:>+6.0%} "
+              f"{row.vs_las:>+7.1%} {row.jct:>6.2f} {row.util:>+7.1f} {row.goodput:>+10.1f} "
+              f"{row.span:>8.3f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput, span = (np.array(col) for col in zip(*rows))
+    cut, vs_las, jct, util, goodput, span, bound, gap = (np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
           f"{(jct <= 1).sum()}/{len(rows)}; utilisation within 2 points in "
           f"{(util >= -2).sum()}/{len(rows)} (worst {util.min():+.1f}), goodput within 2 "
           f"points in {(goodput >= -2).sum()}/{len(rows)}; beats las on max SD in "
-          f"{(vs_las > 0).sum()}/{len(rows)}")
+          f"{(vs_las > 0).sum()}/{len(rows)}; max SD over the fluid bound: median "
+          f"{np.median(gap):.2f}x, at most {gap.max():.2f}x")
     under = util < -2
     if under.any():
         # Paced GPUs are busy only with useful work, time-sliced ones also with
@@ -133,6 +151,11 @@ def verdict(cells, width: int = 4) -> None:
         print(f"{n} cell{'s' * (n > 1)} more than 2 points under k8s's utilisation: makespan "
               f"{_span(span[under], '{:.3f}')}x k8s's, goodput "
               f"{_span(goodput[under], '{:+.1f}', ' to ')} points")
+    short = cut < 0.3
+    if short.any():
+        n = int(short.sum())
+        print(f"{n} cell{'s' * (n > 1)} under a 30 % cut; the fluid bound allows 30 % in "
+              f"{int((bound[short] >= 0.3).sum())} of them")
 
 
 def _span(values: np.ndarray, fmt: str, sep: str = "-") -> str:
