@@ -27,10 +27,10 @@ def test_a_short_and_a_long_job_on_one_gpu():
 
 def test_a_job_never_runs_faster_than_alone():
     # A 4-GPU job of 1 s and a 1-GPU job of 10 s arrive together on 4 GPUs.
-    # The wide job needs all four GPUs for S seconds' worth of its window, so
-    # it takes a = 4S - 4 or less from the narrow one, which then needs
-    # 10 - a more seconds at speed 1 by 10S: S >= 14/13. Were the narrow job
-    # allowed onto idle GPUs after the wide one finished, S = 1 would do.
+    # By S the wide job needs 4 of the 4S GPU-seconds, so the narrow one does
+    # a <= 4S - 4 of its work by then, and the 10 - a left at speed 1 must
+    # fit in 9S: S >= 14/13. Were the narrow job allowed onto the idle GPUs
+    # after the wide one finished, S = 1 would do.
     bound = max_sd_bound([(0.0, 1.0, 4), (0.0, 10.0, 1)], 4)
     assert bound == pytest.approx(14 / 13, rel=2e-4) and bound <= 14 / 13
 

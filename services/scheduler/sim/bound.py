@@ -44,11 +44,11 @@ _REL_TOL = 1e-4
 
 
 def max_sd_bound(jobs: Sequence[tuple[float, float, int]], num_gpus: int) -> float:
-    """The largest S no schedule can keep every job's slow-down under.
-
-    `jobs` holds one (arrival_s, alone_s, num_gpus) per job. The result is
-    within `_REL_TOL` below the relaxation's optimum, so it stays a lower bound.
-    """
+    """A max SD no schedule of `jobs` on `num_gpus` GPUs goes under: the
+    relaxation's optimum, less at most `_REL_TOL` of it, so it stays a lower
+    bound. `jobs` holds one (arrival_s, alone_s, num_gpus) per job. The
+    graph has a job-by-interval edge set, fine for the benchmark's traces of
+    a few hundred jobs."""
     if num_gpus < 1:
         raise InvalidArgument(f"num_gpus must be >= 1, got {num_gpus}")
     if not jobs:
