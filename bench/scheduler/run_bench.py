@@ -110,7 +110,7 @@ class Row(NamedTuple):
     util: float  # points
     goodput: float  # points
     span: float  # makespan / k8s's
-    bound: float  # the largest cut any schedule could reach (sim/bound.py)
+    bound_cut: float  # the largest cut any schedule could reach (sim/bound.py)
     gap: float  # max SD / the bound's
 
 
@@ -129,13 +129,13 @@ def verdict(cells, width: int = 4) -> None:
                   100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"],
                   1 - c["bound"] / k8s["max_sd"], fair["max_sd"] / c["bound"])
         rows.append(row)
-        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound:>+6.0%} "
+        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound_cut:>+6.0%} "
               f"{row.vs_las:>+7.1%} {row.jct:>6.2f} {row.util:>+7.1f} {row.goodput:>+10.1f} "
               f"{row.span:>8.3f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput, span, bound, gap = (np.array(col) for col in zip(*rows))
+    cut, vs_las, jct, util, goodput, span, bound_cut, gap = (np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
           f"{(jct <= 1).sum()}/{len(rows)}; utilisation within 2 points in "
@@ -155,7 +155,7 @@ def verdict(cells, width: int = 4) -> None:
     if short.any():
         n = int(short.sum())
         print(f"{n} cell{'s' * (n > 1)} under a 30 % cut; the fluid bound allows 30 % in "
-              f"{int((bound[short] >= 0.3).sum())} of them")
+              f"{int((bound_cut[short] >= 0.3).sum())} of them")
 
 
 def _span(values: np.ndarray, fmt: str, sep: str = "-") -> str:

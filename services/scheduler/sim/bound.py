@@ -57,11 +57,11 @@ def max_sd_bound(jobs: Sequence[tuple[float, float, int]], num_gpus: int) -> flo
     if np.any(alone <= 0) or np.any(width < 1) or np.any(width > num_gpus):
         raise InvalidArgument("every job needs alone_s > 0 and 1 <= num_gpus <= the cluster's")
     work = width * alone
+    if _feasible(arrival, alone, width, work, num_gpus, 1.0):
+        return 1.0
     lo, hi = 1.0, 2.0
     while not _feasible(arrival, alone, width, work, num_gpus, hi):
         lo, hi = hi, 2.0 * hi
-    if _feasible(arrival, alone, width, work, num_gpus, lo):
-        return lo
     while hi - lo > _REL_TOL * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if _feasible(arrival, alone, width, work, num_gpus, mid) else (mid, hi)
