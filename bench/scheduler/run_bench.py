@@ -33,7 +33,7 @@ from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import place_arrival
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, NoInterference
 from gpufair.scheduler.sim import SimConfig, simulate
-from gpufair.scheduler.sim.bound import trace_bound
+from gpufair.scheduler.sim.bound import trace_bounds
 from gpufair.scheduler.sim.generate import SCALES, gavel_trace
 from gpufair.scheduler.sim.synthetic import synthetic_fleet
 
@@ -96,7 +96,7 @@ def run_mixes(args) -> None:
                     cell[name]["sim_s"] = time.perf_counter() - t0
                     print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
                           f"{cell[name]['sim_s']:>6.1f}", flush=True)
-                cell["bound"] = trace_bound(colo, jobs, args.gpus)
+                cell["bound"] = trace_bounds(colo, jobs, args.gpus)
                 cells.append(((gpu_type, label, mix), cell))
     verdict(cells, width)
 
@@ -112,6 +112,7 @@ class Row(NamedTuple):
     span: float  # makespan / k8s's
     bound_cut: float  # the largest cut any schedule could reach (sim/bound.py)
     gap: float  # max SD / the bound's
+    cap: float  # points over k8s: the most utilisation a schedule busy only with useful work reaches
 
 
 def verdict(cells, width: int = 4) -> None:
@@ -119,7 +120,7 @@ def verdict(cells, width: int = 4) -> None:
     rows = []
     print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<{width}} "
           f"{'mix':<9} {'maxSD cut':>9} {'bound':>6} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
-          f"{'goodput pt':>10} {'mkspan x':>8} {'sim_s':>6} {'k8s sim_s':>9}")
+          f"{'goodput pt':>10} {'cap pt':>6} {'mkspan x':>8} {'sim_s':>6} {'k8s sim_s':>9}")
     for (gpu_type, label, mix), c in cells:
         k8s, fair = c["k8s"], c["gpufair"]
         if k8s["gpu_util"] < 0.5:
@@ -127,15 +128,16 @@ def verdict(cells, width: int = 4) -> None:
         row = Row(1 - fair["max_sd"] / k8s["max_sd"], 1 - fair["max_sd"] / c["las"]["max_sd"],
                   fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
                   100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"],
-                  1 - c["bound"] / k8s["max_sd"], fair["max_sd"] / c["bound"])
+                  1 - c["bound"].max_sd / k8s["max_sd"], fair["max_sd"] / c["bound"].max_sd,
+                  100 * (c["bound"].busy_cap - k8s["gpu_util"]))
         rows.append(row)
         print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound_cut:>+6.0%} "
               f"{row.vs_las:>+7.1%} {row.jct:>6.2f} {row.util:>+7.1f} {row.goodput:>+10.1f} "
-              f"{row.span:>8.3f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
+              f"{row.cap:>+6.1f} {row.span:>8.3f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput, span, bound_cut, gap = (np.array(col) for col in zip(*rows))
+    cut, vs_las, jct, util, goodput, span, bound_cut, gap, cap = (np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
           f"{(jct <= 1).sum()}/{len(rows)}; utilisation within 2 points in "
@@ -150,7 +152,8 @@ def verdict(cells, width: int = 4) -> None:
         n = int(under.sum())
         print(f"{n} cell{'s' * (n > 1)} more than 2 points under k8s's utilisation: makespan "
               f"{_span(span[under], '{:.3f}')}x k8s's, goodput "
-              f"{_span(goodput[under], '{:+.1f}', ' to ')} points")
+              f"{_span(goodput[under], '{:+.1f}', ' to ')} points; out of reach without "
+              f"waste (cap pt < -2) in {int((cap[under] < -2).sum())} of them")
     short = cut < 0.3
     if short.any():
         n = int(short.sum())
