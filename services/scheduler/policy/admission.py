@@ -26,6 +26,10 @@ unless a more urgent waiting job would then miss its deadline (`_claims`):
 the order is by slow-down deadline, and a week-long job due at the goal
 otherwise waits out every shorter job due before it and ends past the goal
 (Gavel-style traces: 19 % past it; bench/scheduler/HISTORY.md round 13).
+When every waiting job is due at the makespan goal, their order no longer
+serves slow-downs, only the makespan: the round then starts just those
+that a packing of them as rigid gangs starts now (`tail.py`, `_tail`) and
+queues the others with their planned starts.
 """
 
 from __future__ import annotations
@@ -42,8 +46,11 @@ from gpufair.scheduler.policy.paced import Filler
 from gpufair.scheduler.policy.placement import choose
 from gpufair.scheduler.policy.priority import deadline, late_for_goal, makespan_goal
 from gpufair.scheduler.policy.sliced import sliced_round
+from gpufair.scheduler.policy.tail import plan_tail
 
 _FULL = 1 - 1e-9
+_TAIL_REASON = ("every waiting job is due at the makespan goal: it starts when the plan "
+                "that ends them soonest starts it")
 
 
 class _GpuState:
@@ -169,6 +176,37 @@ def _claims(board: Board, look: _GpuState) -> dict[int, tuple[int, ...]]:
     return claims
 
 
+def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
+          ) -> tuple[dict[int, tuple[int, ...]], dict[int, float]]:
+    """When every waiting job is due at the makespan goal, the jobs the tail
+    plan (`tail.py`) starts now, with their GPUs, and when it starts the
+    others (seconds from now). A job it starts now on GPUs it may not join
+    after all goes through the walk."""
+    if board.levers.queue != "sd" or board.levers.placement != "sd":
+        return {}, {}
+    waiting = [i for i in board.order if board.jobs[i].waiting and i not in claims]
+    if any(deadline(board.jobs[i], board.target, board.goal) < board.goal for i in waiting):
+        return {}, {}
+    empty_at = look.empty_at.copy()
+    for i, got in claims.items():
+        empty_at[list(got)] = board.jobs[i].remaining_s()
+    # A plan may end a waiting job as late as the round's target or a resident's
+    # slow-down allows, or its own order does (`tail.sd_limits`).
+    bound = max([board.target, *((board.now - j.arrival_s + j.remaining_s()) / j.alone_s()
+                                 for j in board.jobs if not j.waiting)])
+    plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now, bound)
+    if plan is None:
+        return {}, {}
+    now, later = {}, {}
+    for k, i in enumerate(waiting):
+        got = tuple(int(g) for g in plan.gpus[k])
+        if plan.starts[k] > 0:
+            later[i] = float(plan.starts[k])
+        elif (board.room(board.jobs[i])[list(got)]).all() and (board.count[list(got)] == 0).all():
+            now[i] = got
+    return now, later
+
+
 def _affordable(board: Board, look: _GpuState, ahead: Sequence[int], got: tuple[int, ...],
                 seconds: float) -> bool:
     """Can every waiting job in `ahead` that would make its slow-down deadline
@@ -195,8 +233,15 @@ def _paced(board: Board) -> RoundPlan:
     held: list[tuple[FleetJob, list[int]]] = []
     starting: dict[str, tuple[float, ...]] = {}  # placed now, stepping later: what they will get
     claims = _claims(board, look)
+    tail_now, tail_later = _tail(board, look, claims)
+    for i, got in tail_now.items():
+        board.admit(i, got)
+    claims.update(tail_now)
     for i in [*claims, *(i for i in board.order if i not in claims)]:
         job = board.jobs[i]
+        if i in tail_later:
+            board.enqueue(job, tail_later[i], _TAIL_REASON)
+            continue
         if job.waiting:
             got = claims.get(i) or _place(board, job, filler, look)
             if got is None:
