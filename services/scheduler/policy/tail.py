@@ -71,7 +71,8 @@ def list_schedule(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray,
 
 def sd_limits(own: Schedule, bound: float) -> np.ndarray:
     """Per job, the highest slow-down a plan may finish it with: what the
-    round's own order gives it, or `bound` (a resident's) if that is higher."""
+    round's own order gives it, or `bound` (the caller's: the round's target
+    or a resident's slow-down) if that is higher."""
     return np.maximum(own.sd, bound)
 
 
