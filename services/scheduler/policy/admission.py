@@ -100,7 +100,7 @@ class _GpuState:
             self.top_sd[g] = self.top_per_s[g] = 0.0
             return
         k = jobs[q[self._head[g]]]
-        self.top_sd[g] = (self._board.now - k.arrival_s + k.remaining_s()) / k.alone_s()
+        self.top_sd[g] = k.sd_alone_from(self._board.now)
         self.top_per_s[g] = 1.0 / k.alone_s()
 
     def gangs(self, free: np.ndarray) -> np.ndarray:
@@ -192,8 +192,7 @@ def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
         empty_at[list(got)] = board.jobs[i].remaining_s()
     # A plan may end a waiting job as late as the round's target or a resident's
     # slow-down allows, or its own order does (`tail.sd_limits`).
-    bound = max([board.target, *((board.now - j.arrival_s + j.remaining_s()) / j.alone_s()
-                                 for j in board.jobs if not j.waiting)])
+    bound = max([board.target, *(j.sd_alone_from(board.now) for j in board.jobs if not j.waiting)])
     plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now, bound)
     if plan is None:
         return {}, {}

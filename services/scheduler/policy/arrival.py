@@ -129,7 +129,7 @@ def outlook(board: Board, look: object) -> Outlook:
     for g, job in enumerate(runners):
         if job is not None:
             keys[g] = job_key(job, board.levers.queue, board.target, board.goal, n)
-            sd[g] = (board.now - job.arrival_s + job.remaining_s()) / job.alone_s()
+            sd[g] = job.sd_alone_from(board.now)
             per_s[g] = 1.0 / job.alone_s()
     return Outlook(board.levers, board.now, board.target, board.goal,
                    tuple(g.name for g in board.gpus), board.node, board.count.copy(),

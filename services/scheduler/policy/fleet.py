@@ -105,6 +105,10 @@ class FleetJob:
         """Exclusive time still needed."""
         return max(self.samples_total - self.samples_done, 0.0) / self.exclusive_rate
 
+    def sd_alone_from(self, now: float) -> float:
+        """Its slow-down if it ran alone from `now` to the end: the least it can still reach."""
+        return (now - self.arrival_s + self.remaining_s()) / self.alone_s()
+
 
 QUEUES = ("fifo", "fifo-strict", "las", "sd")
 PLACEMENTS = ("least-loaded", "packed", "random", "sd")

@@ -108,19 +108,16 @@ def plan_tail(waiting: Sequence[FleetJob], empty_at: np.ndarray, now: float,
         if np.all(plan.sd <= limit) and _better(plan, best):
             best, best_order = plan, order
     moves, improved = 0, True
-    while improved and moves < MOVES:
+    while improved and moves < MOVES:  # first improving move, then start over
         improved = False
-        for a in range(n):
-            for b in range(n):
-                if a == b or moves >= MOVES:
-                    continue
-                order = best_order[:a] + best_order[a + 1:]
-                order.insert(b, best_order[a])
-                plan = schedule(order)
-                moves += 1
-                if np.all(plan.sd <= limit) and _better(plan, best):
-                    best, best_order, improved = plan, order, True
-                    break
-            if improved:
+        for a, b in ((a, b) for a in range(n) for b in range(n) if a != b):
+            order = best_order[:a] + best_order[a + 1:]
+            order.insert(b, best_order[a])
+            plan = schedule(order)
+            moves += 1
+            if np.all(plan.sd <= limit) and _better(plan, best):
+                best, best_order, improved = plan, order, True
+                break
+            if moves >= MOVES:
                 break
     return best
