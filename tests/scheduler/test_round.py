@@ -493,3 +493,29 @@ def test_the_hold_back_reason_cites_an_sd_only_where_one_would_rise():
     assert hold_back_reason(job, running, []).endswith("too long (their max SD would rise to 2.25)")
     busy = Choice(None, np.array([True, False, False]), np.zeros(3, dtype=bool), np.zeros(3))
     assert hold_back_reason(job, busy, ["a", "b"]) == "behind more urgent jobs: a, b"
+
+
+@pytest.mark.parametrize("resident_width", [1, 2])
+def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(resident_width):
+    """A 4-GPU job of 100 s that has waited 100 s, two GPUs empty and two busy
+    for 150 s more. It needs more than half of their time left, so the rule
+    alone would keep it waiting (SD 3.5). Placed now it ends at SD 2 and the
+    residents at 1.375: it holds back 1-GPU residents. Not a 2-GPU one
+    (holding such a job back idles its GPUs outside the newcomer's): it waits."""
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    if resident_width == 1:  # 400 s alone, 150 s left at 300 s: reachable SD 1.125
+        residents = [make_job(f"r{g}", 1, 0.0, 4e4, done=2.5e4, on=[f"g{g}"]) for g in (2, 3)]
+    else:
+        residents = [make_job("r", 2, 0.0, 8e4, done=5e4, on=["g2", "g3"])]
+    wide = make_job("wide", 4, 200.0, 4e4)
+    plan = plan_round([*residents, wide], gpus, 300.0, PRESETS["gpufair"])
+    before = plan_round(residents, gpus, 300.0, PRESETS["gpufair"])
+    between = place_arrival(before.outlook, wide, NoInterference())
+    if resident_width == 1:
+        assert plan.admitted == {"wide": ("g0", "g1", "g2", "g3")} and not plan.queue
+        assert plan.shares["wide"] == (1.0,) * 4
+        assert between.gpus == ("g0", "g1", "g2", "g3")
+    else:
+        assert not plan.admitted and [q.job for q in plan.queue] == ["wide"]
+        assert plan.queue[0].reason.startswith("would hold back the jobs on every GPU set")
+        assert between.gpus is None

@@ -144,7 +144,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     choice = paced_choice(job, room, free, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
                           board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
-                          wait_from=wait_start(look.empty_at, room, job.num_gpus))
+                          wait_from=wait_start(look.empty_at, room, job.num_gpus),
+                          now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd)
     if choice.gpus is not None:
         return choice.gpus
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
@@ -192,8 +193,8 @@ def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
         empty_at[list(got)] = board.jobs[i].remaining_s()
     # A plan may end a waiting job as late as the round's target or a resident's
     # slow-down allows, or its own order does (`tail.sd_limits`).
-    bound = max([board.target, *(j.sd_alone_from(board.now) for j in board.jobs if not j.waiting)])
-    plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now, bound)
+    plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now,
+                     max(board.target, board.resident_sd))
     if plan is None:
         return {}, {}
     now, later = {}, {}

@@ -13,6 +13,16 @@ goal. Among such GPUs the `sd` placement rule takes those that least raise
 the slow-down of the job held back (`placement.py`). The makespan goal is
 no reason to wait when waiting would end later still: when even the first
 GPUs that could be empty (`wait_start`) leave too little time before it.
+
+Nor is a resident's remaining time, where waiting costs the newcomer more
+than holding them back costs anyone: a GPU whose residents each use only
+it (holding them back idles no other GPU) also takes a newcomer whose
+slow-down, were it to wait for the first GPUs that could be empty, would
+exceed every resident's reachable slow-down and that of the job it holds
+back there. Without this a short wide job in a stream of 1-GPU jobs waits
+for many GPUs to empty at once, and its waiting sets the cluster's largest
+slow-down (Gavel's unconsolidated p100 measurements: a 49 s job on 16 GPUs
+waited 172 s; bench/scheduler/HISTORY.md round 25).
 """
 
 from __future__ import annotations
@@ -47,16 +57,25 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
                  cached: np.ndarray | None = None, gang: np.ndarray | None = None,
-                 goal_left: float = np.inf, wait_from: float = 0.0) -> Choice:
+                 goal_left: float = np.inf, wait_from: float = 0.0, now: float = 0.0,
+                 narrow: np.ndarray | None = None, resident_sd: float = np.inf) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
-    job it would newly hold back (`placement.choose`'s `gang`), the seconds
-    to the makespan goal and when it could start if it waited."""
+    job it would newly hold back (`placement.choose`'s `gang`); the seconds
+    to the makespan goal and when it could start if it waited; the time
+    now, per GPU whether every resident there uses that GPU alone
+    (`narrow`; None: no newcomer outweighs a resident's remaining time) and
+    the largest slow-down a resident can still reach."""
     rem = job.remaining_s()
-    polite = (rem <= STACK_RATIO * shortest) & ((rem <= slack) | (wait_from + rem > goal_left))
-    ok = room & free
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
+    brief = rem <= STACK_RATIO * shortest
+    if narrow is not None:
+        waited = job.sd_alone_from(now) + wait_from / job.alone_s()
+        if waited > resident_sd:
+            brief |= narrow & (score <= waited)
+    polite = brief & ((rem <= slack) | (wait_from + rem > goal_left))
+    ok = room & free
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)
     return Choice(got, ok, polite, score)
@@ -108,6 +127,8 @@ class Outlook:
     release_s: float
     goal_left: float  # seconds to the makespan goal the slack counts to
     empty_at: np.ndarray  # seconds until each GPU could be empty
+    widest: np.ndarray  # GPUs of the widest job resident on each GPU
+    resident_sd: float  # the largest slow-down a resident can still reach
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
 
 
@@ -138,6 +159,7 @@ def outlook(board: Board, look: object) -> Outlook:
                    tuple(j.job if j else "" for j in runners), sd, per_s,
                    board.reserved.copy(), board.release_s,
                    look.goal - board.now, look.empty_at.copy(),  # type: ignore[attr-defined]
+                   board.widest.copy(), board.resident_sd,
                    board.blocked_by.job if board.blocked_by else "")
 
 
@@ -164,7 +186,9 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
     choice = paced_choice(job, room, free, view.shortest, view.slack, held_sd, held_per_s,
                           view.count, np.random.default_rng(seed), view.node,
                           goal_left=view.goal_left,
-                          wait_from=wait_start(view.empty_at, room, job.num_gpus))
+                          wait_from=wait_start(view.empty_at, room, job.num_gpus),
+                          now=max(view.now, job.arrival_s), narrow=view.widest <= 1,
+                          resident_sd=view.resident_sd)
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)
     start = earliest_start(available_at(view.busy_until, view.empty_at, compat, allowed),

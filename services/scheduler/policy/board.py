@@ -53,11 +53,15 @@ class Board:
                      if len(self.node_names) > 1 else None)
         self.residents: list[list[int]] = [[] for _ in gpus]  # job indices
         self.models: list[set[str]] = [set() for _ in gpus]
+        self.widest = np.zeros(len(gpus), dtype=int)  # GPUs of the widest job resident there
         for i, j in enumerate(jobs):
             for g in j.gpus:
                 self.residents[self.pos[g]].append(i)
                 self.models[self.pos[g]].add(j.model)
+                self.widest[self.pos[g]] = max(self.widest[self.pos[g]], j.num_gpus)
         self.count = np.array([len(r) for r in self.residents], dtype=int)
+        # The largest slow-down a resident job can still end with (at least 1).
+        self.resident_sd = max([1.0, *(j.sd_alone_from(now) for j in jobs if not j.waiting)])
         self.admitted: dict[str, tuple[str, ...]] = {}
         self.queue: list[QueueEntry] = []
         self.reserved = np.zeros(len(gpus), dtype=bool)
@@ -112,6 +116,7 @@ class Board:
             self.count[g] += 1
             self.residents[g].append(index)
             self.models[g].add(job.model)
+            self.widest[g] = max(self.widest[g], job.num_gpus)
         self._compat.clear()
 
     def enqueue(self, job: FleetJob, start_s: float, reason: str) -> None:
