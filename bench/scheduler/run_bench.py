@@ -80,10 +80,11 @@ def run_mixes(args) -> None:
             for label, seed, trace in args.traces for speedup in args.speedups
             for offset in args.mix_seeds]
     width = max([4, *(len(r[-1]) for r in runs)])
+    gw = gpu_width(args.colocations)
     seeds = f", mix seeds +{', +'.join(map(str, args.mix_seeds))}" if grid else ""
     print(f"\nshared mixes: {args.gpus} GPUs, arrivals / {', '.join(f'{s:g}' for s in args.speedups)}"
           f"{seeds}, replicas <= {args.max_replicas}\n"
-          f"{'gpu':<5} {'wl':<{width}} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
+          f"{'gpu':<{gw}} {'wl':<{width}} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
     cells = []
     for gpu_type, colo in args.colocations:
         for _, seed, trace, speedup, offset, label in runs:
@@ -94,11 +95,16 @@ def run_mixes(args) -> None:
                     cell[name] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed, **kw)
                                           ).summary()
                     cell[name]["sim_s"] = time.perf_counter() - t0
-                    print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
+                    print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
                           f"{cell[name]['sim_s']:>6.1f}", flush=True)
                 cell["bound"] = trace_bounds(colo, jobs, args.gpus)
                 cells.append(((gpu_type, label, mix), cell))
-    verdict(cells, width)
+    verdict(cells, width, gw)
+
+
+def gpu_width(colocations) -> int:
+    """The tables' GPU-type column: wide enough for every type's name."""
+    return max([5, *(len(gpu_type) for gpu_type, _ in colocations)])
 
 
 class Row(NamedTuple):
@@ -115,10 +121,10 @@ class Row(NamedTuple):
     cap: float  # points over k8s: the most utilisation a schedule busy only with useful work reaches
 
 
-def verdict(cells, width: int = 4) -> None:
+def verdict(cells, width: int = 4, gw: int = 5) -> None:
     """The targets over contended cells (k8s utilisation >= 50 %)."""
     rows = []
-    print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<5} {'wl':<{width}} "
+    print(f"\ngpufair vs k8s on contended cells (k8s util >= 50 %)\n{'gpu':<{gw}} {'wl':<{width}} "
           f"{'mix':<9} {'maxSD cut':>9} {'bound':>6} {'vs las':>7} {'jct x':>6} {'util pt':>7} "
           f"{'goodput pt':>10} {'cap pt':>6} {'mkspan x':>8} {'sim_s':>6} {'k8s sim_s':>9}")
     for (gpu_type, label, mix), c in cells:
@@ -131,7 +137,7 @@ def verdict(cells, width: int = 4) -> None:
                   1 - c["bound"].max_sd / k8s["max_sd"], fair["max_sd"] / c["bound"].max_sd,
                   100 * (c["bound"].busy_cap - k8s["gpu_util"]))
         rows.append(row)
-        print(f"{gpu_type:<5} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound_cut:>+6.0%} "
+        print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound_cut:>+6.0%} "
               f"{row.vs_las:>+7.1%} {row.jct:>6.2f} {row.util:>+7.1f} {row.goodput:>+10.1f} "
               f"{row.cap:>+6.1f} {row.span:>8.3f} {fair['sim_s']:>6.1f} {k8s['sim_s']:>9.1f}")
     if not rows:
@@ -170,9 +176,10 @@ def _span(values: np.ndarray, fmt: str, sep: str = "-") -> str:
 def run_gavel(args) -> None:
     """Gavel-style traces (`gpufair sim --generate gavel`), per GPU type and seed."""
     runs = {name: GAVEL_RUNS[name] for name in args.gavel_configs}
+    gw = gpu_width(args.colocations)
     print(f"\nGavel-style traces: {args.gavel_jobs} jobs, one every {args.gavel_interarrival:g} s "
           f"on average, {args.gpus} GPUs, period {args.gavel_period:g} s\n"
-          f"{'gpu':<5} {'seed':>4} {'config':<16} {COLS}")
+          f"{'gpu':<{gw}} {'seed':>4} {'config':<16} {COLS}")
     table: dict[str, list[dict]] = {name: [] for name in runs}
     for gpu_type, colo in args.colocations:
         for seed in range(args.gavel_seeds):
@@ -181,7 +188,7 @@ def run_gavel(args) -> None:
                 s = simulate(colo, trace, SimConfig(args.gpus, seed=seed,
                                                     period_s=args.gavel_period, **kw)).summary()
                 table[name].append(s)
-                print(f"{gpu_type:<5} {seed:>4} {name:<16} {figures(s)}", flush=True)
+                print(f"{gpu_type:<{gw}} {seed:>4} {name:<16} {figures(s)}", flush=True)
     print(f"\nmeans over {len(table['gpufair'])} traces, against Gavel's simulator on its own "
           f"trace\n{'':<22} {'max_sd':>7} {'p95_sd':>7} {'mean_sd':>7} {'jct_h':>7} "
           f"{'mkspan_h':>8}")
