@@ -495,23 +495,30 @@ def test_the_hold_back_reason_cites_an_sd_only_where_one_would_rise():
     assert hold_back_reason(job, busy, ["a", "b"]) == "behind more urgent jobs: a, b"
 
 
-@pytest.mark.parametrize("resident_width", [1, 2])
-def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(resident_width):
+@pytest.mark.parametrize("case", ["1-GPU residents", "a 2-GPU resident", "a worse-off resident"])
+def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(case):
     """A 4-GPU job of 100 s that has waited 100 s, two GPUs empty and two busy
-    for 150 s more. It needs more than half of their time left, so the rule
-    alone would keep it waiting (SD 3.5). Placed now it ends at SD 2 and the
-    residents at 1.375: it holds back 1-GPU residents. Not a 2-GPU one
-    (holding such a job back idles its GPUs outside the newcomer's): it waits."""
+    for 150 s more. It needs more than half of their time left, so
+    `STACK_RATIO` alone would keep it waiting (SD 3.5). Placed now it ends at
+    SD 2 and the residents at 1.375: it holds back 1-GPU residents. Not a
+    2-GPU one (holding such a job back idles its GPUs outside the
+    newcomer's), nor while a resident elsewhere is bound to SD 4 anyway."""
     gpus = [Gpu(f"g{i}") for i in range(4)]
-    if resident_width == 1:  # 400 s alone, 150 s left at 300 s: reachable SD 1.125
-        residents = [make_job(f"r{g}", 1, 0.0, 4e4, done=2.5e4, on=[f"g{g}"]) for g in (2, 3)]
-    else:
+    if case == "a 2-GPU resident":
         residents = [make_job("r", 2, 0.0, 8e4, done=5e4, on=["g2", "g3"])]
+    else:  # 400 s alone, 150 s left at 300 s: least reachable SD 1.125
+        residents = [make_job(f"r{g}", 1, 0.0, 4e4, done=2.5e4, on=[f"g{g}"]) for g in (2, 3)]
+    if case == "a worse-off resident":
+        gpus += [Gpu("g4"), Gpu("g5")]
+        residents += [make_job("late", 1, 0.0, 1e4, on=["g4"]),  # 100 s alone, none done: SD >= 4
+                      # A long job keeps the makespan goal far off, so the newcomer's
+                      # deadline still comes before the 1-GPU residents'.
+                      make_job("long", 1, 300.0, 1e6, on=["g5"])]
     wide = make_job("wide", 4, 200.0, 4e4)
     plan = plan_round([*residents, wide], gpus, 300.0, PRESETS["gpufair"])
     before = plan_round(residents, gpus, 300.0, PRESETS["gpufair"])
     between = place_arrival(before.outlook, wide, NoInterference())
-    if resident_width == 1:
+    if case == "1-GPU residents":
         assert plan.admitted == {"wide": ("g0", "g1", "g2", "g3")} and not plan.queue
         assert plan.shares["wide"] == (1.0,) * 4
         assert between.gpus == ("g0", "g1", "g2", "g3")

@@ -191,10 +191,10 @@ def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
     empty_at = look.empty_at.copy()
     for i, got in claims.items():
         empty_at[list(got)] = board.jobs[i].remaining_s()
-    # A plan may end a waiting job as late as the round's target or a resident's
-    # slow-down allows, or its own order does (`tail.sd_limits`).
-    plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now,
-                     max(board.target, board.resident_sd))
+    # A plan may end a waiting job as late as the round's target allows (at least
+    # every job's least reachable slow-down, a resident's too), or as its own
+    # order does (`tail.sd_limits`).
+    plan = plan_tail([board.jobs[i] for i in waiting], empty_at, board.now, board.target)
     if plan is None:
         return {}, {}
     now, later = {}, {}

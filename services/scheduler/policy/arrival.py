@@ -18,8 +18,8 @@ Nor is a resident's remaining time, where waiting costs the newcomer more
 than holding them back costs anyone: a GPU whose residents each use only
 it (holding them back idles no other GPU) also takes a newcomer whose
 slow-down, were it to wait for the first GPUs that could be empty, would
-exceed every resident's reachable slow-down and that of the job it holds
-back there. Without this a short wide job in a stream of 1-GPU jobs waits
+exceed every resident's least reachable slow-down and be no lower than
+the one the job it holds back there would reach. Without this a short wide job in a stream of 1-GPU jobs waits
 for many GPUs to empty at once, and its waiting sets the cluster's largest
 slow-down (Gavel's unconsolidated p100 measurements: a 49 s job on 16 GPUs
 waited 172 s; bench/scheduler/HISTORY.md round 25).
@@ -56,21 +56,22 @@ class Choice:
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
-                 cached: np.ndarray | None = None, gang: np.ndarray | None = None,
-                 goal_left: float = np.inf, wait_from: float = 0.0, now: float = 0.0,
+                 cached: np.ndarray | None = None, gang: np.ndarray | None = None, *,
+                 now: float, goal_left: float = np.inf, wait_from: float = 0.0,
                  narrow: np.ndarray | None = None, resident_sd: float = np.inf) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
-    job it would newly hold back (`placement.choose`'s `gang`); the seconds
-    to the makespan goal and when it could start if it waited; the time
-    now, per GPU whether every resident there uses that GPU alone
-    (`narrow`; None: no newcomer outweighs a resident's remaining time) and
-    the largest slow-down a resident can still reach."""
+    job it would newly hold back (`placement.choose`'s `gang`); the time
+    the GPU state is for, the seconds from then to the makespan goal and
+    until it could start if it waited; per GPU whether every resident
+    there uses only that GPU (`narrow`; None: no newcomer outweighs a
+    resident's remaining time) and the largest of the residents' least
+    reachable slow-downs (`Board.resident_sd`)."""
     rem = job.remaining_s()
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     brief = rem <= STACK_RATIO * shortest
-    if narrow is not None:
+    if narrow is not None and job.alone_s() > 0:
         waited = job.sd_alone_from(now) + wait_from / job.alone_s()
         if waited > resident_sd:
             brief |= narrow & (score <= waited)
@@ -128,7 +129,7 @@ class Outlook:
     goal_left: float  # seconds to the makespan goal the slack counts to
     empty_at: np.ndarray  # seconds until each GPU could be empty
     widest: np.ndarray  # GPUs of the widest job resident on each GPU
-    resident_sd: float  # the largest slow-down a resident can still reach
+    resident_sd: float  # `Board.resident_sd`
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
 
 
@@ -187,7 +188,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                           view.count, np.random.default_rng(seed), view.node,
                           goal_left=view.goal_left,
                           wait_from=wait_start(view.empty_at, room, job.num_gpus),
-                          now=max(view.now, job.arrival_s), narrow=view.widest <= 1,
+                          now=view.now, narrow=view.widest <= 1,
                           resident_sd=view.resident_sd)
     if choice.gpus is not None:
         return Arrival(tuple(view.names[g] for g in choice.gpus), "placed", 0.0)

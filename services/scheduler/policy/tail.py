@@ -18,9 +18,9 @@ So the round plans them instead, as rigid gangs on the GPUs' empty times
   widest first, then single moves of one job to another place while they
   shorten the makespan (then the summed finish times), up to `MOVES`;
 - a plan may not finish a job with a higher slow-down than the round's own
-  order would, unless that stays under the round's slow-down target or the
-  slow-down a resident job is already bound to (`sd_limits`): the largest
-  slow-down comes first, the makespan third;
+  order would, unless that stays under the round's slow-down target (at
+  least the slow-down every job, resident or not, is already bound to;
+  `sd_limits`): the largest slow-down comes first, the makespan third;
 - the jobs the best plan starts now are placed on its GPUs (empty ones),
   the others wait, with the planned start as their predicted one.
 The plan is made again every round, so a job that arrives meanwhile, or
@@ -71,8 +71,8 @@ def list_schedule(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray,
 
 def sd_limits(own: Schedule, bound: float) -> np.ndarray:
     """Per job, the highest slow-down a plan may finish it with: what the
-    round's own order gives it, or `bound` (the caller's: the round's target
-    or a resident's slow-down) if that is higher."""
+    round's own order gives it, or `bound` (the caller's: the round's
+    target) if that is higher."""
     return np.maximum(own.sd, bound)
 
 
