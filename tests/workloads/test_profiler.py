@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from gpufair.client.cli import profile as profile_cli
+from gpufair.client.workloads import profiler
 from gpufair.client.workloads.fit import relative_errors
 from gpufair.client.workloads.profiler import ProfileConfig, run_profile
-from gpufair.common.errors import InvalidArgument
+from gpufair.common.errors import FailedPrecondition, InvalidArgument
 
 BATCHES = (4, 32, 128)
 
@@ -54,6 +56,28 @@ def test_scaling_efficiency_is_relative_to_one_device(cnn_profile) -> None:
             one = next(o for o in cnn_profile.measurements if o.devices == 1 and o.batch == m.batch)
             assert m.scaling_eff == pytest.approx(m.samples_per_s / (2 * one.samples_per_s))
             assert 0 < m.scaling_eff < 1.5
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_a_rank_dying_after_the_result_is_written_loses_nothing(cnn_profile, monkeypatch, measured) -> None:
+    """gloo's teardown can abort a rank after every rank has measured and rank 0
+    has written the result: those measurements stand. Before that, the run fails."""
+    rows = [m.to_dict() for m in cnn_profile.measurements if m.devices == 2]
+
+    def spawn(fn, args, nprocs, join):
+        if measured:
+            Path(args[2], "result.json").write_text(json.dumps(rows))
+        raise RuntimeError("process 0 terminated with signal SIGABRT")
+
+    monkeypatch.setattr(profiler.mp, "spawn", spawn)
+    cfg = ProfileConfig(model="cnn", batches=BATCHES, devices=(2,), image_size=16, width=4)
+    if measured:
+        got = profiler._run_group(cfg, 2)
+        assert [m.to_dict() for m in got] == rows
+    else:
+        with pytest.raises(FailedPrecondition, match="profiling cnn on 2 device.s. failed: process 0 "
+                                                     "terminated with signal SIGABRT"):
+            profiler._run_group(cfg, 2)
 
 
 def test_bad_configs_are_refused_before_spawning() -> None:
