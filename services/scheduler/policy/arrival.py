@@ -19,10 +19,11 @@ than holding them back costs anyone: a GPU whose residents each use only
 it (holding them back idles no other GPU) also takes a newcomer whose
 slow-down, were it to wait for the first GPUs that could be empty, would
 exceed every resident's least reachable slow-down and be no lower than
-the one the job it holds back there would reach. Without this a short wide job in a stream of 1-GPU jobs waits
-for many GPUs to empty at once, and its waiting sets the cluster's largest
-slow-down (Gavel's unconsolidated p100 measurements: a 49 s job on 16 GPUs
-waited 172 s; bench/scheduler/HISTORY.md round 25).
+the one the job it holds back there would reach. Without this a short
+wide job in a stream of 1-GPU jobs waits for many GPUs to empty at once,
+and its waiting sets the cluster's largest slow-down (Gavel's
+unconsolidated p100 measurements: a 49 s job on 16 GPUs waited 172 s;
+bench/scheduler/HISTORY.md round 25).
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class Board:
                 self.models[self.pos[g]].add(j.model)
                 self.widest[self.pos[g]] = max(self.widest[self.pos[g]], j.num_gpus)
         self.count = np.array([len(r) for r in self.residents], dtype=int)
-        # The largest slow-down a resident job can still end with (at least 1).
+        # The largest of the least slow-downs the jobs resident at the round's
+        # start can still end with (`FleetJob.sd_alone_from`), at least 1.
         self.resident_sd = max([1.0, *(j.sd_alone_from(now) for j in jobs if not j.waiting)])
         self.admitted: dict[str, tuple[str, ...]] = {}
         self.queue: list[QueueEntry] = []
