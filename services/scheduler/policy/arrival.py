@@ -58,21 +58,20 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                  slack: np.ndarray, held_sd: np.ndarray, held_per_s: np.ndarray,
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
                  cached: np.ndarray | None = None, gang: np.ndarray | None = None, *,
-                 now: float, goal_left: float = np.inf, wait_from: float = 0.0,
-                 narrow: np.ndarray | None = None, resident_sd: float = np.inf) -> Choice:
+                 now: float, narrow: np.ndarray, resident_sd: float,
+                 goal_left: float = np.inf, wait_from: float = 0.0) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
     job it would newly hold back (`placement.choose`'s `gang`); the time
     the GPU state is for, the seconds from then to the makespan goal and
     until it could start if it waited; per GPU whether every resident
-    there uses only that GPU (`narrow`; None: no newcomer outweighs a
-    resident's remaining time) and the largest of the residents' least
-    reachable slow-downs (`Board.resident_sd`)."""
+    there uses only that GPU (`narrow`) and the largest of the residents'
+    least reachable slow-downs (`Board.resident_sd`)."""
     rem = job.remaining_s()
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     brief = rem <= STACK_RATIO * shortest
-    if narrow is not None and job.alone_s() > 0:
+    if job.alone_s() > 0:
         waited = job.sd_alone_from(now) + wait_from / job.alone_s()
         if waited > resident_sd:
             brief |= narrow & (score <= waited)
