@@ -32,6 +32,7 @@ from gpufair.common.errors import GpufairError
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import place_arrival
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, NoInterference
+from gpufair.scheduler.policy.tail import MAX_JOBS, plan_tail
 from gpufair.scheduler.sim import SimConfig, simulate
 from gpufair.scheduler.sim.bound import trace_bounds
 from gpufair.scheduler.sim.generate import SCALES, gavel_trace
@@ -222,13 +223,17 @@ def gavel_verdict(fair: list[dict], fifo: list[dict]) -> None:
 
 
 def run_timing(args) -> None:
-    """A whole paced round, and one arrival placed between rounds, vs cluster size."""
+    """A whole paced round, one arrival placed between rounds, and the tail
+    plan at its largest (`tail.MAX_JOBS` waiting jobs, every order allowed),
+    vs cluster size."""
     print(f"\ndecision time (ms, best / median of {args.repeat}; one core)\n{'jobs':>5} "
-          f"{'gpus':>5} {'round':>15} {'arrival':>15}")
+          f"{'gpus':>5} {'round':>15} {'arrival':>15} {'tail plan':>15}")
     newcomer = FleetJob("arriving", 4, 128, 3600.0, 1e6, 500.0, 0.0018, 0.02, model="m")
     for n_jobs, n_gpus in ((250, 1024), (1000, 4096), (1000, 2048), (4000, 16384)):
         jobs, gpus = synthetic_fleet(n_jobs, n_gpus, seed=n_jobs, waiting=5)
-        rounds, arrivals = [], []
+        last, _ = synthetic_fleet(0, n_gpus, seed=n_jobs, waiting=MAX_JOBS)
+        empty_at = np.random.default_rng(n_jobs).uniform(0.0, 3600.0, n_gpus)
+        rounds, arrivals, tails = [], [], []
         plan = None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
@@ -237,8 +242,12 @@ def run_timing(args) -> None:
             t0 = time.perf_counter()
             place_arrival(plan.outlook, newcomer, NoInterference())
             arrivals.append(1000 * (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            plan_tail(last, empty_at, 3700.0, bound=float("inf"))
+            tails.append(1000 * (time.perf_counter() - t0))
         print(f"{n_jobs:>5} {n_gpus:>5} {min(rounds):>7.1f} / {statistics.median(rounds):<5.1f} "
-              f"{min(arrivals):>7.2f} / {statistics.median(arrivals):<5.2f}", flush=True)
+              f"{min(arrivals):>7.2f} / {statistics.median(arrivals):<5.2f} "
+              f"{min(tails):>7.1f} / {statistics.median(tails):<5.1f}", flush=True)
 
 
 def _numbers(ap: argparse.ArgumentParser, flag: str, text: str, kind: type) -> list:

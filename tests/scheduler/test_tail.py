@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -59,6 +60,40 @@ def test_a_plan_raises_no_slowdown_past_the_rounds_own_order_unless_under_the_bo
     plan = plan_tail(jobs, np.zeros(2), 0.0, bound)
     assert plan.makespan == pytest.approx(makespan)
     assert np.all(plan.sd <= np.maximum(own.sd, bound) + 1e-9)
+
+
+def test_the_plan_finds_an_order_that_no_single_move_reaches(monkeypatch):
+    # GPUs empty at 20, 30, 30, 30 s; in the round's order a 2-GPU job of 30 s,
+    # a 2-GPU one of 50 s and a 1-GPU one of 40 s: 100 s, as every order the
+    # heuristics try, and no single move of one job shortens it. The 1-GPU job
+    # first, then the 50 s one, then the 30 s one: 90 s.
+    jobs = [replace(make_job(n, w, 0.0, 1.0), samples_total=r * 100.0 * w)
+            for n, w, r in (("a", 2, 30.0), ("b", 2, 50.0), ("c", 1, 40.0))]
+    empty = np.array([20.0, 30.0, 30.0, 30.0])
+    plan = plan_tail(jobs, empty, 0.0, bound=10.0)
+    assert plan.makespan == pytest.approx(90.0)
+    assert list(plan.starts) == [60.0, 30.0, 20.0]
+    monkeypatch.setattr(tail, "SEARCH_CELLS", 0)  # no exact search: the orders and moves alone
+    assert plan_tail(jobs, empty, 0.0, bound=10.0).makespan == pytest.approx(100.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 50)), min_size=2, max_size=6),
+       st.lists(st.integers(0, 40), min_size=4, max_size=4), st.floats(1.0, 30.0))
+def test_the_plan_is_the_best_order_within_the_slowdown_limits(jobs, empty, bound):
+    # Brute force over every order of up to six jobs: the plan's makespan is
+    # the least any order reaches without passing a job's slow-down limit.
+    fleet = [make_job(f"j{k}", w, -10.0 * k, 100.0 * w * r) for k, (w, r) in enumerate(jobs)]
+    empty_at = np.array(empty, dtype=float)
+    widths = np.array([w for w, _ in jobs])
+    rems = np.array([float(r) for _, r in jobs])
+    ages = np.array([10.0 * k for k in range(len(jobs))])
+    own = list_schedule(empty_at, widths, rems, ages, rems, range(len(jobs)))
+    limit = np.maximum(own.sd, bound) * (1 + 1e-9)
+    best = min(s.makespan for s in (list_schedule(empty_at, widths, rems, ages, rems, order)
+                                    for order in itertools.permutations(range(len(jobs))))
+               if np.all(s.sd <= limit))
+    assert plan_tail(fleet, empty_at, 0.0, bound).makespan == pytest.approx(best)
 
 
 def test_the_tail_is_not_planned_for_one_job_unknown_lengths_pinned_gpus_or_many_jobs():

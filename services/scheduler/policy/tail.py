@@ -17,6 +17,14 @@ So the round plans them instead, as rigid gangs on the GPUs' empty times
 - orders tried: the round's own, longest first, largest GPU-time first,
   widest first, then single moves of one job to another place while they
   shorten the makespan (then the summed finish times), up to `MOVES`;
+- then an exact search from the best of those (`_branch_and_bound`): single
+  moves stall where no one move shortens the makespan (three 16-GPU jobs
+  and four narrow ones: 4,468 s where 3,930 s was possible;
+  bench/scheduler/HISTORY.md round 26);
+- both within a budget of jobs placed times GPUs (`MOVE_CELLS`,
+  `SEARCH_CELLS`): a placement costs time in proportion to the GPUs, and a
+  round on 4,096 GPUs must still decide in milliseconds, so there the plan
+  tries little past the four orders;
 - a plan may not finish a job with a higher slow-down than the round's own
   order would, unless that stays under the round's slow-down target (at
   least the slow-down every job, resident or not, is already bound to;
@@ -39,6 +47,13 @@ from gpufair.scheduler.policy.fleet import FleetJob
 
 MAX_JOBS = 32  # waiting jobs; past that the tail is not near, and planning costs
 MOVES = 300  # single-job moves tried per round
+#: What a plan may spend past the four orders, in jobs placed times GPUs (a
+#: placement's cost grows with the GPUs): the moves up to `MOVES` of
+#: `MAX_JOBS` jobs on 32 GPUs (2 moves of 32 jobs on 4,096), then the exact
+#: search 1,000 placements on 32 GPUs (about 8 times that moved one benchmark
+#: grid cell by 0.6 points and nearly doubled the slowest cell's simulation).
+MOVE_CELLS = MOVES * MAX_JOBS * 32
+SEARCH_CELLS = 32_000
 
 
 class Schedule(NamedTuple):
@@ -107,17 +122,78 @@ def plan_tail(waiting: Sequence[FleetJob], empty_at: np.ndarray, now: float,
         plan = schedule(order)
         if np.all(plan.sd <= limit) and _better(plan, best):
             best, best_order = plan, order
+    budget = MOVE_CELLS // len(empty_at)  # jobs placed
     moves, improved = 0, True
-    while improved and moves < MOVES:  # first improving move, then start over
+    while improved and moves < MOVES and budget >= n:  # first improving move, then start over
         improved = False
         for a, b in ((a, b) for a in range(n) for b in range(n) if a != b):
             order = best_order[:a] + best_order[a + 1:]
             order.insert(b, best_order[a])
             plan = schedule(order)
-            moves += 1
+            moves, budget = moves + 1, budget - n
             if np.all(plan.sd <= limit) and _better(plan, best):
                 best, best_order, improved = plan, order, True
                 break
-            if moves >= MOVES:
+            if moves >= MOVES or budget < n:
                 break
-    return best
+    order = _branch_and_bound(empty_at, widths, rems, ages, alones, limit, best,
+                              SEARCH_CELLS // len(empty_at))
+    return best if order is None else schedule(order)
+
+
+def _branch_and_bound(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray,
+                      ages: np.ndarray, alones: np.ndarray, limit: np.ndarray,
+                      incumbent: Schedule, budget: int) -> list[int] | None:
+    """An order whose list schedule is better than `incumbent` (`_better`)
+    with every job within `limit`, or None: depth-first over the next job to
+    place, at most `budget` placements. Exact when the budget lasts.
+
+    A partial plan is the GPUs' sorted free times (the next job takes the
+    first `width` of them, as `list_schedule` does). No completion ends
+    before the latest of them, before the free times plus the work left
+    spread over every GPU, or before any job left starts on its own first
+    `width` GPUs and runs; a branch whose bound passes the best makespan
+    found is cut. Two partial plans with the same jobs placed and the same
+    free times have the same completions: only the one with the smaller
+    summed finishes is searched."""
+    n, n_gpu = len(widths), len(empty_at)
+    area = widths * rems
+    tol = 1e-6 * max(1.0, incumbent.makespan)  # as `_better`
+    best = {"makespan": incumbent.makespan, "finishes": incumbent.finishes, "order": None}
+    seen: dict[tuple[bytes, bytes], float] = {}
+    left_budget = [budget]
+
+    def visit(free: np.ndarray, order: list[int], left: np.ndarray, finishes: float,
+              work: float) -> None:
+        if not len(left):
+            mk = float(free[-1])
+            if mk < best["makespan"] - tol or (mk <= best["makespan"] + tol
+                                               and finishes < best["finishes"] - tol):
+                best.update(makespan=mk, finishes=finishes, order=order)
+            return
+        starts = free[widths[left] - 1]
+        children = []
+        for i in np.flatnonzero((ages[left] + starts + rems[left]) / alones[left] <= limit[left]):
+            if left_budget[0] <= 0:
+                break
+            left_budget[0] -= 1
+            k, end = left[i], starts[i] + rems[left[i]]
+            after = free.copy()
+            after[:widths[k]] = end
+            after.sort()
+            rest = np.delete(left, i)
+            bound = max(after[-1], (after.sum() + work - area[k]) / n_gpu,
+                        float((after[widths[rest] - 1] + rems[rest]).max(initial=0.0)))
+            children.append((bound, finishes + end, int(k), after, rest))
+        children.sort(key=lambda c: (c[0], c[1]))
+        for bound, done, k, after, rest in children:
+            if bound > best["makespan"] + tol:
+                break
+            key = (np.round(after, 3).tobytes(), rest.tobytes())
+            if seen.get(key, np.inf) <= done + tol:
+                continue
+            seen[key] = done
+            visit(after, [*order, k], rest, done, work - area[k])
+
+    visit(np.sort(empty_at.astype(float)), [], np.arange(n), 0.0, float(area.sum()))
+    return best["order"]
