@@ -18,6 +18,16 @@ from gpufair.scheduler.policy.tail import MAX_JOBS, list_schedule, plan_tail
 from test_round import make_job
 
 
+def _drawn_tail(jobs, empty):
+    """Drawn (width, seconds) jobs, the k-th arrived 10 k s ago, and GPU empty
+    times: the fleet, and the arrays `list_schedule` takes (alone = seconds)."""
+    fleet = [make_job(f"j{k}", w, -10.0 * k, 100.0 * w * r) for k, (w, r) in enumerate(jobs)]
+    widths = np.array([w for w, _ in jobs])
+    rems = np.array([float(r) for _, r in jobs])
+    ages = np.array([10.0 * k for k in range(len(jobs))])
+    return fleet, np.array(empty, dtype=float), widths, rems, ages
+
+
 def _arrays(widths, rems):
     n = len(widths)
     return np.array(widths), np.array(rems, dtype=float), np.zeros(n), np.array(rems, dtype=float)
@@ -83,11 +93,7 @@ def test_the_plan_finds_an_order_that_no_single_move_reaches(monkeypatch):
 def test_the_plan_is_the_best_order_within_the_slowdown_limits(jobs, empty, bound):
     # Brute force over every order of up to six jobs: the plan's makespan is
     # the least any order reaches without passing a job's slow-down limit.
-    fleet = [make_job(f"j{k}", w, -10.0 * k, 100.0 * w * r) for k, (w, r) in enumerate(jobs)]
-    empty_at = np.array(empty, dtype=float)
-    widths = np.array([w for w, _ in jobs])
-    rems = np.array([float(r) for _, r in jobs])
-    ages = np.array([10.0 * k for k in range(len(jobs))])
+    fleet, empty_at, widths, rems, ages = _drawn_tail(jobs, empty)
     own = list_schedule(empty_at, widths, rems, ages, rems, range(len(jobs)))
     limit = np.maximum(own.sd, bound) * (1 + 1e-9)
     best = min(s.makespan for s in (list_schedule(empty_at, widths, rems, ages, rems, order)
@@ -113,12 +119,8 @@ def test_the_tail_is_not_planned_for_one_job_unknown_lengths_pinned_gpus_or_many
 @given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 50)), min_size=2, max_size=7),
        st.lists(st.integers(0, 40), min_size=4, max_size=4), st.floats(1.0, 30.0))
 def test_every_plan_is_a_valid_schedule_no_longer_than_the_rounds_order(jobs, empty, bound):
-    fleet = [make_job(f"j{k}", w, -10.0 * k, 100.0 * w * r) for k, (w, r) in enumerate(jobs)]
-    empty_at = np.array(empty, dtype=float)
+    fleet, empty_at, widths, rems, ages = _drawn_tail(jobs, empty)
     plan = plan_tail(fleet, empty_at, 0.0, bound)
-    widths = np.array([w for w, _ in jobs])
-    rems = np.array([float(r) for _, r in jobs])
-    ages = np.array([10.0 * k for k in range(len(jobs))])
     own = list_schedule(empty_at, widths, rems, ages, rems, range(len(jobs)))
     assert plan.makespan <= own.makespan + 1e-9
     assert np.all(plan.sd <= np.maximum(own.sd, bound) * (1 + 1e-9))
