@@ -159,24 +159,25 @@ def _branch_and_bound(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray
     n, n_gpu = len(widths), len(empty_at)
     area = widths * rems
     tol = 1e-6 * max(1.0, incumbent.makespan)  # as `_better`
-    best = {"makespan": incumbent.makespan, "finishes": incumbent.finishes, "order": None}
+    best_makespan, best_finishes = incumbent.makespan, incumbent.finishes
+    best_order: list[int] | None = None
     seen: dict[tuple[bytes, bytes], float] = {}
-    left_budget = [budget]
 
     def visit(free: np.ndarray, order: list[int], left: np.ndarray, finishes: float,
               work: float) -> None:
+        nonlocal best_makespan, best_finishes, best_order, budget
         if not len(left):
             mk = float(free[-1])
-            if mk < best["makespan"] - tol or (mk <= best["makespan"] + tol
-                                               and finishes < best["finishes"] - tol):
-                best.update(makespan=mk, finishes=finishes, order=order)
+            if mk < best_makespan - tol or (mk <= best_makespan + tol
+                                            and finishes < best_finishes - tol):
+                best_makespan, best_finishes, best_order = mk, finishes, order
             return
         starts = free[widths[left] - 1]
         children = []
         for i in np.flatnonzero((ages[left] + starts + rems[left]) / alones[left] <= limit[left]):
-            if left_budget[0] <= 0:
+            if budget <= 0:
                 break
-            left_budget[0] -= 1
+            budget -= 1
             k, end = left[i], starts[i] + rems[left[i]]
             after = free.copy()
             after[:widths[k]] = end
@@ -187,7 +188,7 @@ def _branch_and_bound(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray
             children.append((bound, finishes + end, int(k), after, rest))
         children.sort(key=lambda c: (c[0], c[1]))
         for bound, done, k, after, rest in children:
-            if bound > best["makespan"] + tol:
+            if bound > best_makespan + tol:
                 break
             key = (np.round(after, 3).tobytes(), rest.tobytes())
             if seen.get(key, np.inf) <= done + tol:
@@ -196,4 +197,4 @@ def _branch_and_bound(empty_at: np.ndarray, widths: np.ndarray, rems: np.ndarray
             visit(after, [*order, k], rest, done, work - area[k])
 
     visit(np.sort(empty_at.astype(float)), [], np.arange(n), 0.0, float(area.sum()))
-    return best["order"]
+    return best_order
