@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufair.scheduler.policy.fleet import FleetJob
-from gpufair.scheduler.policy.priority import (MAKESPAN_SLACK, WIDE_CAP, deadline,
-                                               las_level, late_for_goal, makespan_goal,
-                                               priority_order, sd_target)
+from gpufair.scheduler.policy.priority import (KEEP_UP_SD, MAKESPAN_SLACK, SLACK_TARGET,
+                                               WIDE_CAP, deadline, keeps_up, las_level,
+                                               late_for_goal, makespan_goal, priority_order,
+                                               sd_target)
 
 
 def job(name: str, alone_s: float, arrival: float = 0.0, gpus: int = 1, done: float = 0.0,
@@ -25,7 +26,7 @@ def test_short_job_first_when_both_arrive_on_a_busy_gpu():
     # 1 and 10 GPU-hours on one GPU: deadline order runs the short one first, for SDs
     # 1 and 1.1, where sharing equally would give the short one SD 2.
     jobs = [job("long", 36000.0), job("short", 3600.0)]
-    order, target, _ = priority_order(jobs, 0.0, "sd", num_gpus=1)
+    order, target, _, _ = priority_order(jobs, 0.0, "sd", num_gpus=1)
     assert [jobs[i].job for i in order] == ["short", "long"]
     assert target == pytest.approx(1.1, rel=1e-4)
 
@@ -65,6 +66,23 @@ def test_wide_jobs_get_a_later_deadline_capped():
     assert deadline(wide, 2.0, 1e9) == pytest.approx(2.0 * WIDE_CAP * 100.0)
     assert deadline(narrow, 2.0, 1e9) == pytest.approx(200.0)
     assert deadline(wide, 2.0, 150.0) == 150.0  # never past the makespan goal
+    assert deadline(wide, 2.0, 1e9, wide_cap=1.0) == deadline(narrow, 2.0, 1e9)
+
+
+def test_wide_jobs_get_their_slack_only_while_the_cluster_is_behind():
+    # Five GPUs: a 4-GPU job and three 1-GPU jobs of 100 s fit within slow-down 2.
+    # The wide job waited 500 s, so its least reachable slow-down is 6: that is its
+    # own wait, not the cluster's capacity, so the cluster still keeps up and the
+    # wide job's deadline follows the narrow jobs' rule.
+    wide = job("wide", 100.0, gpus=4)
+    jobs = [wide, *(job(f"n{i}", 100.0, arrival=500.0) for i in range(3))]
+    assert wide.sd_alone_from(500.0) > KEEP_UP_SD
+    assert keeps_up(jobs, 500.0, num_gpus=5)
+    assert priority_order(jobs, 500.0, "sd", num_gpus=5).wide_cap == 1.0
+    # Eight more: 1,500 GPU-s due within 200 s on 5 GPUs do not fit.
+    busy = jobs + [job(f"m{i}", 100.0, arrival=500.0) for i in range(8)]
+    assert not keeps_up(busy, 500.0, num_gpus=5)
+    assert priority_order(busy, 500.0, "sd", num_gpus=5).wide_cap == WIDE_CAP
 
 
 def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work():
@@ -78,6 +96,14 @@ def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work()
         60.0 + (1 + MAKESPAN_SLACK) * 1140.0)
     aged = [replace(j, arrival_s=j.arrival_s - 1e5) for j in jobs]  # a day older, as much left
     assert makespan_goal(aged, now=60.0, num_gpus=1) == makespan_goal(jobs, now=60.0, num_gpus=1)
+
+
+def test_the_goals_slack_shrinks_once_the_slow_down_target_passes_its_mark():
+    jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
+    full = makespan_goal(jobs, now=60.0, num_gpus=1, target=SLACK_TARGET)
+    assert full == makespan_goal(jobs, now=60.0, num_gpus=1)
+    half = makespan_goal(jobs, now=60.0, num_gpus=1, target=2 * SLACK_TARGET)
+    assert half == pytest.approx(60.0 + (1 + MAKESPAN_SLACK / 2) * 1140.0)
 
 
 def test_a_job_is_late_for_the_goal_once_its_latest_start_has_come_if_its_length_is_known():
@@ -94,7 +120,7 @@ def test_jobs_due_at_the_makespan_goal_go_longest_first():
     # and the longer goes first, or it would run alone at the end.
     jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [job("mid", 900.0),
                                                           job("long", 1000.0)]
-    order, target, goal = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    order, target, goal, _ = priority_order(jobs, 0.0, "sd", num_gpus=2)
     names = [jobs[i].job for i in order]
     assert target > 5 and names[-2:] == ["long", "mid"]
     assert deadline(jobs[-1], target, goal) == goal == deadline(jobs[-2], target, goal)
@@ -108,21 +134,21 @@ def test_jobs_that_need_every_gpu_go_first_among_those_due_at_the_goal_by_their_
     jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [
         job("mid", 900.0, gpus=2), job("long", 1000.0, gpus=2), job("short", 600.0, gpus=2),
         job("narrow", 1500.0)]
-    order, target, goal = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    order, target, goal, _ = priority_order(jobs, 0.0, "sd", num_gpus=2)
     names = [jobs[i].job for i in order]
     assert all(deadline(j, target, goal) == goal for j in jobs[-4:])
     assert names[-4:] == ["short", "mid", "long", "narrow"]
     # On a larger cluster they can overlap: longest first again.
-    order, _, _ = priority_order(jobs, 0.0, "sd", num_gpus=3)
+    order = priority_order(jobs, 0.0, "sd", num_gpus=3).order
     assert [jobs[i].job for i in order][-4:] == ["narrow", "long", "mid", "short"]
 
 
 def test_fifo_and_las_orders():
     jobs = [job("late", 10.0, arrival=5.0), job("early", 10.0, arrival=1.0, attained=7200.0),
             job("fresh", 10.0, arrival=3.0, attained=100.0)]
-    fifo, _, _ = priority_order(jobs, 10.0, "fifo", 4)
+    fifo = priority_order(jobs, 10.0, "fifo", 4).order
     assert [jobs[i].job for i in fifo] == ["early", "fresh", "late"]
-    las, _, _ = priority_order(jobs, 10.0, "las", 4)
+    las = priority_order(jobs, 10.0, "las", 4).order
     # Level 0 (under an hour of service) first, arrival order within it.
     assert [jobs[i].job for i in las] == ["fresh", "late", "early"]
     assert [las_level(s) for s in (0, 3599, 3600, 35_999, 36_000)] == [0, 0, 1, 1, 2]

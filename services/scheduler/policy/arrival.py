@@ -130,6 +130,7 @@ class Outlook:
     empty_at: np.ndarray  # seconds until each GPU could be empty
     widest: np.ndarray  # GPUs of the widest job resident on each GPU
     resident_sd: float  # `Board.resident_sd`
+    wide_cap: float  # `priority.Ranking.wide_cap`
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
 
 
@@ -150,7 +151,8 @@ def outlook(board: Board, look: object) -> Outlook:
     keys: list[tuple | None] = [None] * n
     for g, job in enumerate(runners):
         if job is not None:
-            keys[g] = job_key(job, board.levers.queue, board.target, board.goal, n)
+            keys[g] = job_key(job, board.levers.queue, board.target, board.goal, n,
+                              board.wide_cap)
             sd[g] = job.sd_alone_from(board.now)
             per_s[g] = 1.0 / job.alone_s()
     return Outlook(board.levers, board.now, board.target, board.goal,
@@ -160,7 +162,7 @@ def outlook(board: Board, look: object) -> Outlook:
                    tuple(j.job if j else "" for j in runners), sd, per_s,
                    board.reserved.copy(), board.release_s,
                    look.goal - board.now, look.empty_at.copy(),  # type: ignore[attr-defined]
-                   board.widest.copy(), board.resident_sd,
+                   board.widest.copy(), board.resident_sd, board.wide_cap,
                    board.blocked_by.job if board.blocked_by else "")
 
 
@@ -180,7 +182,8 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
         room &= ~view.reserved
     # The goal is never before a job's own finish alone: one that would end last moves it.
     mine = job_key(job, view.levers.queue, view.target,
-                   max(view.goal, job.arrival_s + job.alone_s()), len(view.names))
+                   max(view.goal, job.arrival_s + job.alone_s()), len(view.names),
+                   view.wide_cap)
     free = np.array([k is None or mine < k for k in view.runner_key], dtype=bool)
     held_sd = np.where(free, view.runner_sd, 0.0)
     held_per_s = np.where(free, view.runner_per_s, 0.0)

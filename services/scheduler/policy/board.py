@@ -45,7 +45,8 @@ class Board:
         self.interference = interference
         self.rng = np.random.default_rng(seed)
         self.pos = {g.name: i for i, g in enumerate(gpus)}
-        self.order, self.target, self.goal = priority_order(jobs, now, levers.queue, len(gpus))
+        self.order, self.target, self.goal, self.wide_cap = priority_order(
+            jobs, now, levers.queue, len(gpus))
         self.rank = {jobs[i].job: r for r, i in enumerate(self.order)}
         self.node_names = sorted({g.node for g in gpus})
         node_id = {name: i for i, name in enumerate(self.node_names)}

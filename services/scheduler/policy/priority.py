@@ -25,10 +25,13 @@
 
   Two refinements, both measured on the shared mixes and on Gavel-style
   traces (bench/scheduler/README.md):
-  * a job on n GPUs gets the target S * min(sqrt(n), `WIDE_CAP`): a wide
-    job holds many GPUs, and letting it wait a little longer than narrow
-    ones shortens the mean completion time (the next objective) while its
-    slow-down stays within `WIDE_CAP` times the target;
+  * while the cluster is behind, a job on n GPUs gets the target
+    S * min(sqrt(n), `WIDE_CAP`): a wide job holds many GPUs, and letting it
+    wait a little longer than narrow ones shortens the mean completion time
+    (the next objective) while its slow-down stays within `WIDE_CAP` times
+    the target. Not while the fluid cluster keeps up (`keeps_up`): waiting
+    then buys no better packing, and a short wide job waiting in a stream
+    of 1-GPU jobs sets the largest slow-down (HISTORY.md round 27);
   * no deadline lies past the makespan goal (`makespan_goal`), and jobs
     due then go longest first: a long job pushed to the end would run
     alone while the rest of the cluster idles (utilisation, the third
@@ -47,7 +50,7 @@ short one SD 2; deadline order gives SDs 1 and 1.1.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -63,7 +66,34 @@ WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow j
 #: arrived, which grows with that job's age however little work is left
 #: (HISTORY.md rounds 11, 14 and 19).
 MAKESPAN_SLACK = 0.5
+#: Past this slow-down target the goal's slack shrinks in proportion (slack x
+#: `SLACK_TARGET` / S). The slack lets short jobs go before long ones at the
+#: makespan's expense; what it buys a short job is a delay, worth a fraction
+#: 1/S of its slow-down, so a congested cluster gains little from it and
+#: loses the makespan: three 16-GPU jobs run one after another at the end
+#: (HISTORY.md round 27).
+SLACK_TARGET = 4.0
+#: Wide jobs get no slack (`WIDE_CAP`) while the fluid cluster meets this slow-down.
+KEEP_UP_SD = 2.0
 LAS_QUANTUM_S = 3600.0  # the first LAS level: one GPU-hour of service
+
+
+class Ranking(NamedTuple):
+    """A round's queue order (indices, most urgent first) and what the `sd`
+    rule's deadlines hang on: the slow-down target S, the makespan goal and
+    the wide jobs' cap (1 and infinity and `WIDE_CAP` under other rules)."""
+
+    order: list[int]
+    target: float = 1.0
+    goal: float = math.inf
+    wide_cap: float = WIDE_CAP
+
+
+def _fits(due: np.ndarray, work: np.ndarray, num_gpus: int) -> bool:
+    """Does the fluid cluster finish the jobs by their `due` times (seconds
+    from now), GPU-seconds of `work` each, most urgent first?"""
+    order = np.argsort(due, kind="stable")
+    return bool(np.all(np.cumsum(work[order]) <= num_gpus * due[order] * (1 + 1e-12)))
 
 
 def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
@@ -77,9 +107,7 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
     lower = float(max(1.0, np.max((now - arrival + rem) / alone)))
 
     def feasible(s: float) -> bool:
-        due = arrival + s * alone - now
-        order = np.argsort(due, kind="stable")
-        return bool(np.all(np.cumsum(work[order]) <= num_gpus * due[order] * (1 + 1e-12)))
+        return _fits(arrival + s * alone - now, work, num_gpus)
 
     if feasible(lower):
         return lower
@@ -93,16 +121,30 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
     return upper
 
 
-def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
+def keeps_up(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> bool:
+    """Would the fluid cluster finish every job within slow-down `KEEP_UP_SD`,
+    or as soon as it can alone from now where that is later? GPU capacity
+    alone decides: a waiting job's own wait does not make the cluster
+    behind, or a wide job that waited would win back its slack by waiting."""
+    if not jobs:
+        return True
+    rem = np.array([j.remaining_s() for j in jobs])
+    due = np.array([j.arrival_s + KEEP_UP_SD * j.alone_s() for j in jobs]) - now
+    return _fits(np.maximum(due, rem), rem * np.array([j.num_gpus for j in jobs]), num_gpus)
+
+
+def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int,
+                  target: float = 1.0) -> float:
     """When the jobs present should all be done: no earlier than either of the
     makespan's lower bounds, every job alone from its arrival (no slack) and
     all remaining work packed onto the GPUs from now (`MAKESPAN_SLACK` of
-    that work above it)."""
+    that work above it, less past the slow-down target `SLACK_TARGET`)."""
     if not jobs:
         return now
     longest = max(j.arrival_s + j.alone_s() for j in jobs)
     packed = sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus
-    return max(longest, now + (1 + MAKESPAN_SLACK) * packed)
+    slack = MAKESPAN_SLACK * min(1.0, SLACK_TARGET / target)
+    return max(longest, now + (1 + slack) * packed)
 
 
 def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
@@ -114,9 +156,9 @@ def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
     return job.length_known and goal - now - job.remaining_s() <= 0.0
 
 
-def deadline(job: FleetJob, target: float, goal: float) -> float:
+def deadline(job: FleetJob, target: float, goal: float, wide_cap: float = WIDE_CAP) -> float:
     """The `sd` rule's deadline of `job` at slow-down target `target`."""
-    wide = min(math.sqrt(job.num_gpus), WIDE_CAP)
+    wide = min(math.sqrt(job.num_gpus), wide_cap)
     return min(job.arrival_s + target * wide * job.alone_s(), goal)
 
 
@@ -128,27 +170,27 @@ def las_level(attained_s: float) -> int:
 
 
 def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.inf,
-            num_gpus: int = 0) -> tuple:
+            num_gpus: int = 0, wide_cap: float = WIDE_CAP) -> tuple:
     """Sort key of `job` under `rule` (smaller: more urgent); `target`,
-    `goal` and `num_gpus` are the `sd` rule's slow-down target, makespan
-    goal and cluster size (0: unknown)."""
+    `goal`, `num_gpus` and `wide_cap` are the `sd` rule's slow-down target,
+    makespan goal, cluster size (0: unknown) and wide jobs' cap (`Ranking`)."""
     if rule in ("fifo", "fifo-strict"):
         return job.arrival_s, job.job
     if rule == "las":
         return las_level(job.attained_s), job.arrival_s, job.job
-    due = deadline(job, target, goal)
+    due = deadline(job, target, goal, wide_cap)
     if due >= goal and job.num_gpus >= num_gpus > 0:  # whole-cluster (module docstring)
-        return due, 0, deadline(job, target, math.inf), job.job
+        return due, 0, deadline(job, target, math.inf, wide_cap), job.job
     return due, 1, -job.remaining_s(), job.job
 
 
-def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: int
-                   ) -> tuple[list[int], float, float]:
-    """Indices of `jobs`, most urgent first, and the `sd` rule's slow-down
-    target S and makespan goal (1 and infinity under the other rules)."""
-    target, goal = 1.0, math.inf
-    if rule == "sd":
-        target = sd_target(jobs, now, num_gpus)
-        goal = makespan_goal(jobs, now, num_gpus)
-    keys = [job_key(j, rule, target, goal, num_gpus) for j in jobs]
-    return sorted(range(len(jobs)), key=keys.__getitem__), target, goal
+def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: int) -> Ranking:
+    """`jobs` ranked under `rule` (`Ranking`)."""
+    if rule != "sd":
+        keys = [job_key(j, rule) for j in jobs]
+        return Ranking(sorted(range(len(jobs)), key=keys.__getitem__))
+    target = sd_target(jobs, now, num_gpus)
+    goal = makespan_goal(jobs, now, num_gpus, target)
+    wide_cap = 1.0 if keeps_up(jobs, now, num_gpus) else WIDE_CAP
+    keys = [job_key(j, rule, target, goal, num_gpus, wide_cap) for j in jobs]
+    return Ranking(sorted(range(len(jobs)), key=keys.__getitem__), target, goal, wide_cap)
