@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufair.scheduler.policy import priority
 from gpufair.scheduler.policy.fleet import FleetJob
 from gpufair.scheduler.policy.priority import (KEEP_UP_SD, MAKESPAN_SLACK, SLACK_TARGET,
                                                WIDE_CAP, deadline, keeps_up, las_level,
@@ -63,10 +64,10 @@ def test_the_target_is_the_smallest_the_fluid_cluster_meets(specs, gpus):
 
 def test_wide_jobs_get_a_later_deadline_capped():
     narrow, wide = job("n", 100.0), job("w", 100.0, gpus=16)
-    assert deadline(wide, 2.0, 1e9) == pytest.approx(2.0 * WIDE_CAP * 100.0)
-    assert deadline(narrow, 2.0, 1e9) == pytest.approx(200.0)
-    assert deadline(wide, 2.0, 150.0) == 150.0  # never past the makespan goal
-    assert deadline(wide, 2.0, 1e9, wide_cap=1.0) == deadline(narrow, 2.0, 1e9)
+    assert deadline(wide, 2.0, 1e9, WIDE_CAP) == pytest.approx(2.0 * WIDE_CAP * 100.0)
+    assert deadline(narrow, 2.0, 1e9, WIDE_CAP) == pytest.approx(200.0)
+    assert deadline(wide, 2.0, 150.0, WIDE_CAP) == 150.0  # never past the makespan goal
+    assert deadline(wide, 2.0, 1e9, 1.0) == deadline(narrow, 2.0, 1e9, WIDE_CAP)
 
 
 def test_wide_jobs_get_their_slack_only_while_the_cluster_is_behind():
@@ -83,6 +84,16 @@ def test_wide_jobs_get_their_slack_only_while_the_cluster_is_behind():
     busy = jobs + [job(f"m{i}", 100.0, arrival=500.0) for i in range(8)]
     assert not keeps_up(busy, 500.0, num_gpus=5)
     assert priority_order(busy, 500.0, "sd", num_gpus=5).wide_cap == WIDE_CAP
+
+
+def test_a_wide_job_goes_by_the_narrow_jobs_rule_while_the_cluster_keeps_up(monkeypatch):
+    # Both arrive at once on five GPUs (target 1): the 4-GPU job is due at 100 s, the
+    # 1-GPU one at 120 s, so the wide job goes first; with its slack (the cluster
+    # behind) it would be due at 150 s and go second.
+    jobs = [job("narrow", 120.0), job("wide", 100.0, gpus=4)]
+    assert priority_order(jobs, 0.0, "sd", num_gpus=5).order == [1, 0]
+    monkeypatch.setattr(priority, "keeps_up", lambda *_: False)
+    assert priority_order(jobs, 0.0, "sd", num_gpus=5).order == [0, 1]
 
 
 def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work():
@@ -120,10 +131,10 @@ def test_jobs_due_at_the_makespan_goal_go_longest_first():
     # and the longer goes first, or it would run alone at the end.
     jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [job("mid", 900.0),
                                                           job("long", 1000.0)]
-    order, target, goal, _ = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    order, target, goal, cap = priority_order(jobs, 0.0, "sd", num_gpus=2)
     names = [jobs[i].job for i in order]
     assert target > 5 and names[-2:] == ["long", "mid"]
-    assert deadline(jobs[-1], target, goal) == goal == deadline(jobs[-2], target, goal)
+    assert deadline(jobs[-1], target, goal, cap) == goal == deadline(jobs[-2], target, goal, cap)
 
 
 def test_jobs_that_need_every_gpu_go_first_among_those_due_at_the_goal_by_their_own_deadlines():
@@ -134,9 +145,9 @@ def test_jobs_that_need_every_gpu_go_first_among_those_due_at_the_goal_by_their_
     jobs = [job(f"s{i:02d}", 100.0) for i in range(20)] + [
         job("mid", 900.0, gpus=2), job("long", 1000.0, gpus=2), job("short", 600.0, gpus=2),
         job("narrow", 1500.0)]
-    order, target, goal, _ = priority_order(jobs, 0.0, "sd", num_gpus=2)
+    order, target, goal, cap = priority_order(jobs, 0.0, "sd", num_gpus=2)
     names = [jobs[i].job for i in order]
-    assert all(deadline(j, target, goal) == goal for j in jobs[-4:])
+    assert all(deadline(j, target, goal, cap) == goal for j in jobs[-4:])
     assert names[-4:] == ["short", "mid", "long", "narrow"]
     # On a larger cluster they can overlap: longest first again.
     order = priority_order(jobs, 0.0, "sd", num_gpus=3).order

@@ -16,8 +16,8 @@
   Muthukrishnan, SODA 1998). S is the smallest target the *fluid* cluster
   meets (`sd_target`): every job runs at most at its exclusive speed, and
   the jobs due by any deadline fit into the GPU-seconds before it;
-  bisection on S, recomputed every round. When the cluster keeps up S is 1
-  and the order is arrival order; as it falls behind S grows and short
+  bisection on S, recomputed every round. When the fluid cluster finishes
+  every job as soon as it could alone S is 1 and the order is arrival order; as it falls behind S grows and short
   jobs move ahead, since a short job's SD grows fastest while it waits
   (dSD/dt = 1/alone). No starvation: for a given S a job's deadline is
   fixed, and S only grows while deadlines slip, so every waiting job
@@ -61,17 +61,18 @@ WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow j
 #: The makespan goal: the later of the last job's own finish (arrival plus
 #: time alone, no slack: that job sets the makespan's lower bound, and on a
 #: lightly loaded cluster every second it is held adds to the makespan) and
-#: the remaining work packed onto the GPUs plus `MAKESPAN_SLACK` of it. That
+#: the remaining work packed onto the GPUs plus `MAKESPAN_SLACK` of it (less
+#: past `SLACK_TARGET`). That
 #: slack is on the work *left*, not on the time since the oldest job
 #: arrived, which grows with that job's age however little work is left
 #: (HISTORY.md rounds 11, 14 and 19).
 MAKESPAN_SLACK = 0.5
-#: Past this slow-down target the goal's slack shrinks in proportion (slack x
+#: Past this slow-down target S the goal's slack shrinks as 1/S (slack x
 #: `SLACK_TARGET` / S). The slack lets short jobs go before long ones at the
-#: makespan's expense; what it buys a short job is a delay, worth a fraction
-#: 1/S of its slow-down, so a congested cluster gains little from it and
-#: loses the makespan: three 16-GPU jobs run one after another at the end
-#: (HISTORY.md round 27).
+#: makespan's expense: it spares a short job a delay, worth a fraction 1/S of
+#: its slow-down, so a congested cluster gains little from it and loses the
+#: makespan: three 16-GPU jobs ran one after another at the end (HISTORY.md
+#: round 27).
 SLACK_TARGET = 4.0
 #: Wide jobs get no slack (`WIDE_CAP`) while the fluid cluster meets this slow-down.
 KEEP_UP_SD = 2.0
@@ -81,7 +82,8 @@ LAS_QUANTUM_S = 3600.0  # the first LAS level: one GPU-hour of service
 class Ranking(NamedTuple):
     """A round's queue order (indices, most urgent first) and what the `sd`
     rule's deadlines hang on: the slow-down target S, the makespan goal and
-    the wide jobs' cap (1 and infinity and `WIDE_CAP` under other rules)."""
+    the wide jobs' cap (unused by the other rules: 1, infinity, `WIDE_CAP`).
+    A tuple, so a round unpacks it in one line."""
 
     order: list[int]
     target: float = 1.0
@@ -156,8 +158,8 @@ def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
     return job.length_known and goal - now - job.remaining_s() <= 0.0
 
 
-def deadline(job: FleetJob, target: float, goal: float, wide_cap: float = WIDE_CAP) -> float:
-    """The `sd` rule's deadline of `job` at slow-down target `target`."""
+def deadline(job: FleetJob, target: float, goal: float, wide_cap: float) -> float:
+    """The `sd` rule's deadline of `job` at slow-down target `target` (`Ranking`)."""
     wide = min(math.sqrt(job.num_gpus), wide_cap)
     return min(job.arrival_s + target * wide * job.alone_s(), goal)
 
