@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from gpufair.scheduler.policy import priority
 from gpufair.scheduler.policy.fleet import FleetJob
 from gpufair.scheduler.policy.priority import (KEEP_UP_SD, MAKESPAN_SLACK, SLACK_TARGET,
-                                               WIDE_CAP, deadline, keeps_up, las_level,
-                                               late_for_goal, makespan_goal, priority_order,
-                                               sd_target)
+                                               WIDE_CAP, capacity_target, deadline, keeps_up,
+                                               las_level, late_for_goal, makespan_goal,
+                                               priority_order, sd_target)
 
 
 def job(name: str, alone_s: float, arrival: float = 0.0, gpus: int = 1, done: float = 0.0,
@@ -107,6 +107,17 @@ def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work()
         60.0 + (1 + MAKESPAN_SLACK) * 1140.0)
     aged = [replace(j, arrival_s=j.arrival_s - 1e5) for j in jobs]  # a day older, as much left
     assert makespan_goal(aged, now=60.0, num_gpus=1) == makespan_goal(jobs, now=60.0, num_gpus=1)
+
+
+def test_the_capacity_target_counts_the_gpus_not_a_jobs_own_wait():
+    # A 10 s job that waited 60 s on an idle GPU: its least reachable slow-down is 7,
+    # so the slow-down target is 7, but the GPU could do all the work at once.
+    jobs = [job("short", 10.0), job("long", 1000.0)]
+    assert sd_target(jobs, 60.0, num_gpus=2) == pytest.approx(7.0)
+    assert capacity_target(jobs, 60.0, num_gpus=2) == 1.0
+    # Eight equal jobs on four GPUs: capacity alone forces slow-down 2.
+    heavy = [job(f"j{i}", 100.0) for i in range(8)]
+    assert capacity_target(heavy, 0.0, num_gpus=4) == pytest.approx(2.0, rel=1e-4)
 
 
 def test_the_goals_slack_shrinks_once_the_slow_down_target_passes_its_mark():

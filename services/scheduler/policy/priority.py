@@ -50,7 +50,7 @@ short one SD 2; deadline order gives SDs 1 and 1.1.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -67,12 +67,12 @@ WIDE_CAP = 1.5  # a wide job's slow-down target, at most this times the narrow j
 #: arrived, which grows with that job's age however little work is left
 #: (HISTORY.md rounds 11, 14 and 19).
 MAKESPAN_SLACK = 0.5
-#: Past this slow-down target S the goal's slack shrinks as 1/S (slack x
-#: `SLACK_TARGET` / S). The slack lets short jobs go before long ones at the
-#: makespan's expense: it spares a short job a delay, worth a fraction 1/S of
-#: its slow-down, so a congested cluster gains little from it and loses the
-#: makespan: three 16-GPU jobs ran one after another at the end (HISTORY.md
-#: round 27).
+#: Past this capacity target S (`capacity_target`) the goal's slack shrinks
+#: as 1/S (slack x `SLACK_TARGET` / S). The slack lets short jobs go before
+#: long ones at the makespan's expense: it spares a short job a delay, worth a
+#: fraction 1/S of its slow-down, so a congested cluster gains little from it
+#: and loses the makespan: three 16-GPU jobs ran one after another at the end
+#: (HISTORY.md round 27).
 SLACK_TARGET = 4.0
 #: Wide jobs get no slack (`WIDE_CAP`) while the fluid cluster meets this slow-down.
 KEEP_UP_SD = 2.0
@@ -98,22 +98,19 @@ def _fits(due: np.ndarray, work: np.ndarray, num_gpus: int) -> bool:
     return bool(np.all(np.cumsum(work[order]) <= num_gpus * due[order] * (1 + 1e-12)))
 
 
-def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
-    """The smallest slow-down S the fluid cluster meets (module docstring)."""
-    if not jobs:
-        return 1.0
-    arrival = np.array([j.arrival_s for j in jobs])
+def _fluid(jobs: Sequence[FleetJob], now: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per job: seconds since arrival, time alone, time left, GPU-seconds left."""
+    age = np.array([now - j.arrival_s for j in jobs])
     alone = np.array([j.alone_s() for j in jobs])
     rem = np.array([j.remaining_s() for j in jobs])
-    work = rem * np.array([j.num_gpus for j in jobs])
-    lower = float(max(1.0, np.max((now - arrival + rem) / alone)))
+    return age, alone, rem, rem * np.array([j.num_gpus for j in jobs])
 
-    def feasible(s: float) -> bool:
-        return _fits(arrival + s * alone - now, work, num_gpus)
 
+def _smallest(feasible: Callable[[float], bool], lower: float, upper: float) -> float:
+    """The smallest S >= `lower` that is `feasible` (monotone; `upper` is)."""
     if feasible(lower):
         return lower
-    upper = float(np.max((work.sum() / num_gpus + now - arrival) / alone))
     upper = max(upper, lower) * 1.000001 + 1e-9
     for _ in range(_BISECT):
         mid = 0.5 * (lower + upper)
@@ -123,16 +120,37 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
     return upper
 
 
+def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
+    """The smallest slow-down S the fluid cluster meets (module docstring)."""
+    if not jobs:
+        return 1.0
+    age, alone, rem, work = _fluid(jobs, now)
+    return _smallest(lambda s: _fits(s * alone - age, work, num_gpus),
+                     float(max(1.0, np.max((age + rem) / alone))),
+                     float(np.max((work.sum() / num_gpus + age) / alone)))
+
+
+def capacity_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
+    """The smallest slow-down S the fluid cluster meets on capacity alone: a
+    job is never due before it could finish alone from now. `sd_target` is
+    at least every job's least reachable slow-down, so one short job that
+    waited a minute can make it large; this one grows only when the GPUs
+    cannot do the work in time."""
+    if not jobs:
+        return 1.0
+    age, alone, rem, work = _fluid(jobs, now)
+    return _smallest(lambda s: _fits(np.maximum(s * alone - age, rem), work, num_gpus),
+                     1.0, float(np.max((work.sum() / num_gpus + age) / alone)))
+
+
 def keeps_up(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> bool:
-    """Would the fluid cluster finish every job within slow-down `KEEP_UP_SD`,
-    or as soon as it can alone from now where that is later? GPU capacity
-    alone decides: a waiting job's own wait does not make the cluster
+    """Does the fluid cluster meet slow-down `KEEP_UP_SD` on capacity alone
+    (`capacity_target`)? A waiting job's own wait does not make the cluster
     behind, or a wide job that waited would win back its slack by waiting."""
     if not jobs:
         return True
-    rem = np.array([j.remaining_s() for j in jobs])
-    due = np.array([j.arrival_s + KEEP_UP_SD * j.alone_s() for j in jobs]) - now
-    return _fits(np.maximum(due, rem), rem * np.array([j.num_gpus for j in jobs]), num_gpus)
+    age, alone, rem, work = _fluid(jobs, now)
+    return _fits(np.maximum(KEEP_UP_SD * alone - age, rem), work, num_gpus)
 
 
 def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int,
@@ -140,7 +158,8 @@ def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int,
     """When the jobs present should all be done: no earlier than either of the
     makespan's lower bounds, every job alone from its arrival (no slack) and
     all remaining work packed onto the GPUs from now (`MAKESPAN_SLACK` of
-    that work above it, less past the slow-down target `SLACK_TARGET`)."""
+    that work above it, less once `target`, the capacity target, passes
+    `SLACK_TARGET`)."""
     if not jobs:
         return now
     longest = max(j.arrival_s + j.alone_s() for j in jobs)
@@ -192,7 +211,7 @@ def priority_order(jobs: Sequence[FleetJob], now: float, rule: str, num_gpus: in
         keys = [job_key(j, rule) for j in jobs]
         return Ranking(sorted(range(len(jobs)), key=keys.__getitem__))
     target = sd_target(jobs, now, num_gpus)
-    goal = makespan_goal(jobs, now, num_gpus, target)
+    goal = makespan_goal(jobs, now, num_gpus, capacity_target(jobs, now, num_gpus))
     wide_cap = 1.0 if keeps_up(jobs, now, num_gpus) else WIDE_CAP
     keys = [job_key(j, rule, target, goal, num_gpus, wide_cap) for j in jobs]
     return Ranking(sorted(range(len(jobs)), key=keys.__getitem__), target, goal, wide_cap)
