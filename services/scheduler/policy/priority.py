@@ -17,11 +17,12 @@
   meets (`sd_target`): every job runs at most at its exclusive speed, and
   the jobs due by any deadline fit into the GPU-seconds before it;
   bisection on S, recomputed every round. When the fluid cluster finishes
-  every job as soon as it could alone S is 1 and the order is arrival order; as it falls behind S grows and short
-  jobs move ahead, since a short job's SD grows fastest while it waits
-  (dSD/dt = 1/alone). No starvation: for a given S a job's deadline is
-  fixed, and S only grows while deadlines slip, so every waiting job
-  eventually holds the earliest one.
+  every job as soon as it could alone S is 1 and the order is arrival
+  order; as it falls behind S grows and short jobs move ahead, since a
+  short job's SD grows fastest while it waits (dSD/dt = 1/alone). No
+  starvation: for a given S a job's deadline is fixed, and S only grows
+  while deadlines slip, so every waiting job eventually holds the earliest
+  one.
 
   Two refinements, both measured on the shared mixes and on Gavel-style
   traces (bench/scheduler/README.md):
