@@ -120,11 +120,11 @@ def test_the_capacity_target_counts_the_gpus_not_a_jobs_own_wait():
     assert capacity_target(heavy, 0.0, num_gpus=4) == pytest.approx(2.0, rel=1e-4)
 
 
-def test_the_goals_slack_shrinks_once_the_slow_down_target_passes_its_mark():
+def test_the_goals_slack_shrinks_once_the_capacity_target_passes_its_mark():
     jobs = [job("a", 100.0), job("b", 1000.0, arrival=50.0), job("c", 10.0, gpus=4)]
-    full = makespan_goal(jobs, now=60.0, num_gpus=1, target=SLACK_TARGET)
+    full = makespan_goal(jobs, now=60.0, num_gpus=1, capacity=SLACK_TARGET)
     assert full == makespan_goal(jobs, now=60.0, num_gpus=1)
-    half = makespan_goal(jobs, now=60.0, num_gpus=1, target=2 * SLACK_TARGET)
+    half = makespan_goal(jobs, now=60.0, num_gpus=1, capacity=2 * SLACK_TARGET)
     assert half == pytest.approx(60.0 + (1 + MAKESPAN_SLACK / 2) * 1140.0)
 
 

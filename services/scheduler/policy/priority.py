@@ -131,41 +131,45 @@ def sd_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
                      float(np.max((work.sum() / num_gpus + age) / alone)))
 
 
+def _on_capacity(fluid: tuple[np.ndarray, ...], num_gpus: int) -> Callable[[float], bool]:
+    """Does the fluid cluster (`_fluid`'s arrays) meet slow-down S on
+    capacity alone (a job is never due before it could finish alone from now)?"""
+    age, alone, rem, work = fluid
+    return lambda s: _fits(np.maximum(s * alone - age, rem), work, num_gpus)
+
+
 def capacity_target(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> float:
-    """The smallest slow-down S the fluid cluster meets on capacity alone: a
-    job is never due before it could finish alone from now. `sd_target` is
-    at least every job's least reachable slow-down, so one short job that
-    waited a minute can make it large; this one grows only when the GPUs
-    cannot do the work in time."""
+    """The smallest slow-down S the fluid cluster meets on capacity alone
+    (`_on_capacity`). `sd_target` is at least every job's least reachable
+    slow-down, so one short job that waited a minute can make it large; this
+    one grows only when the GPUs cannot do the work in time."""
     if not jobs:
         return 1.0
-    age, alone, rem, work = _fluid(jobs, now)
-    return _smallest(lambda s: _fits(np.maximum(s * alone - age, rem), work, num_gpus),
-                     1.0, float(np.max((work.sum() / num_gpus + age) / alone)))
+    fluid = _fluid(jobs, now)
+    age, alone, _, work = fluid
+    return _smallest(_on_capacity(fluid, num_gpus), 1.0,
+                     float(np.max((work.sum() / num_gpus + age) / alone)))
 
 
 def keeps_up(jobs: Sequence[FleetJob], now: float, num_gpus: int) -> bool:
     """Does the fluid cluster meet slow-down `KEEP_UP_SD` on capacity alone
-    (`capacity_target`)? A waiting job's own wait does not make the cluster
+    (`_on_capacity`)? A waiting job's own wait does not make the cluster
     behind, or a wide job that waited would win back its slack by waiting."""
-    if not jobs:
-        return True
-    age, alone, rem, work = _fluid(jobs, now)
-    return _fits(np.maximum(KEEP_UP_SD * alone - age, rem), work, num_gpus)
+    return not jobs or _on_capacity(_fluid(jobs, now), num_gpus)(KEEP_UP_SD)
 
 
 def makespan_goal(jobs: Sequence[FleetJob], now: float, num_gpus: int,
-                  target: float = 1.0) -> float:
+                  capacity: float = 1.0) -> float:
     """When the jobs present should all be done: no earlier than either of the
     makespan's lower bounds, every job alone from its arrival (no slack) and
     all remaining work packed onto the GPUs from now (`MAKESPAN_SLACK` of
-    that work above it, less once `target`, the capacity target, passes
+    that work above it, less once `capacity`, the capacity target, passes
     `SLACK_TARGET`)."""
     if not jobs:
         return now
     longest = max(j.arrival_s + j.alone_s() for j in jobs)
     packed = sum(j.remaining_s() * j.num_gpus for j in jobs) / num_gpus
-    slack = MAKESPAN_SLACK * min(1.0, SLACK_TARGET / target)
+    slack = MAKESPAN_SLACK * min(1.0, SLACK_TARGET / capacity)
     return max(longest, now + (1 + slack) * packed)
 
 
