@@ -267,6 +267,24 @@ def test_a_job_that_can_share_with_no_resident_waits_for_gpus_to_empty_in_every_
     assert "the jobs on 1 of the 1 GPUs it may use" in plan.queue[0].reason
 
 
+def test_the_residents_a_job_at_risk_waits_on_to_empty_run_ahead_of_less_urgent_jobs():
+    # 'x' cannot share with 'y'. A 1-GPU 'x' job has waited 1,000 s for a 50 s run:
+    # it is the most urgent and at risk, and the 2-GPU 'y' job on both GPUs must end
+    # before it can start. A short job that arrived just now on g1 is more urgent
+    # than the 'y' job by its own deadline, so pacing would hold the 'y' job back
+    # for it, and the GPUs the urgent job waits for would not empty.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    blocker = make_job("blocker", 2, 0.0, 2e6, done=1e6, on=["g0", "g1"], model="y")
+    short = make_job("short", 1, 900.0, 1e4, on=["g1"])
+    urgent = make_job("urgent", 1, 0.0, 5e3, model="x")
+    plan = plan_round([blocker, short, urgent], gpus, 1000.0, PRESETS["gpufair"], Models())
+    assert plan.priority["blocker"] < plan.priority["urgent"] < plan.priority["short"]
+    assert plan.shares["blocker"] == (1.0, 1.0) and plan.shares["short"] == (0.0,)
+    # An arrival between rounds sees the blocker as urgent as the job it blocks.
+    arrival = place_arrival(plan.outlook, make_job("next", 1, 1000.0, 1e4), Models())
+    assert arrival.gpus is None and arrival.reason == "behind more urgent jobs: blocker"
+
+
 def test_under_paced_shares_a_gpu_empties_once_its_residents_have_run_one_after_another():
     # Two 'y' jobs share g0, 100 and 200 s from done alone. Paced, they run there
     # in turn, so g0 empties 300 s from now (not when the longer is done alone, as

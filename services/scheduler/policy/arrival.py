@@ -151,8 +151,9 @@ def outlook(board: Board, look: object) -> Outlook:
     keys: list[tuple | None] = [None] * n
     for g, job in enumerate(runners):
         if job is not None:
-            keys[g] = job_key(job, board.levers.queue, board.target, board.goal, n,
-                              board.wide_cap)
+            # A resident lifted ahead of the job it blocks is as urgent as that job.
+            keys[g] = job_key(board.lifted.get(job.job, job), board.levers.queue, board.target,
+                              board.goal, n, board.wide_cap)
             sd[g] = job.sd_alone_from(board.now)
             per_s[g] = 1.0 / job.alone_s()
     return Outlook(board.levers, board.now, board.target, board.goal,

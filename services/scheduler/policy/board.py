@@ -71,6 +71,42 @@ class Board:
         self.release_s = 0.0  # seconds from now until the reservation can start
         self.blocked_by: QueueEntry | None = None  # `fifo-strict`: the first job that waits
         self._compat: dict[str, np.ndarray] = {}
+        self.lifted: dict[str, FleetJob] = {}  # resident -> the job whose place it took (`inherit`)
+
+    def at_risk(self, job: FleetJob) -> bool:
+        """Is waiting `job` close enough to its deadline to hold a reservation?"""
+        due = min(job.arrival_s + self.target * job.alone_s(), self.goal)
+        return due - self.now - job.remaining_s() <= RESERVE_LAXITY * job.alone_s()
+
+    def inherit(self) -> None:
+        """Priority inheritance. The first waiting job at risk (the one a
+        reservation goes to) that cannot share enough GPUs with the jobs on
+        them waits for GPUs to empty. The residents of those that can empty
+        first, where less urgent, move to its place in the order, just ahead
+        of it: else pacing holds them back for jobs less urgent than the one
+        they block, and the GPUs it waits for do not empty."""
+        if self.levers.queue != "sd" or self.levers.shares != "paced":
+            return
+        for at, i in enumerate(self.order):
+            job = self.jobs[i]
+            if job.waiting and self.at_risk(job):
+                break
+        else:
+            return
+        allowed = self.allowed(job)
+        short = job.num_gpus - int((self.compatible(job.model) & allowed).sum())
+        must = np.flatnonzero(allowed & ~self.compatible(job.model))
+        if short <= 0 or len(must) < short:
+            return
+        work = [sum(self.jobs[k].remaining_s() for k in self.residents[g]) for g in must]
+        blockers = {k for g in must[np.argsort(work, kind="stable")[:short]]
+                    for k in self.residents[g]}
+        lift = [k for k in self.order[at + 1:] if k in blockers]
+        if lift:
+            self.order = [*self.order[:at], *lift,
+                          *(k for k in self.order[at:] if k not in blockers)]
+            self.rank = {self.jobs[k].job: r for r, k in enumerate(self.order)}
+            self.lifted = {self.jobs[k].job: job for k in lift}
 
     def compatible(self, model: str) -> np.ndarray:
         """Per GPU: True when `model` may share it with every job there."""
@@ -134,11 +170,7 @@ class Board:
         """Hold the GPUs that free up first (`free_at`, seconds from now until
         each could take it; inf: never) for `job`, the most urgent that cannot
         start, once it is at risk."""
-        if self.levers.queue != "sd" or self.reserved_for is not None:
-            return
-        due = min(job.arrival_s + self.target * job.alone_s(), self.goal)
-        laxity = due - self.now - job.remaining_s()
-        if laxity > RESERVE_LAXITY * job.alone_s():
+        if self.levers.queue != "sd" or self.reserved_for is not None or not self.at_risk(job):
             return
         ok = np.flatnonzero(np.isfinite(free_at))
         if len(ok) < job.num_gpus:
