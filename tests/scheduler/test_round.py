@@ -17,7 +17,7 @@ from gpufair.scheduler.policy.arrival import place_arrival
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
-from gpufair.scheduler.policy.placement import choose
+from gpufair.scheduler.policy.placement import block_labels, choose, covering
 from gpufair.scheduler.policy.priority import MAKESPAN_SLACK, late_for_goal
 
 
@@ -546,3 +546,46 @@ def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(c
         assert not plan.admitted and [q.job for q in plan.queue] == ["wide"]
         assert plan.queue[0].reason.startswith("would hold back the jobs on every GPU set")
         assert between.gpus is None
+
+
+def test_block_labels_join_the_gpus_of_resident_jobs():
+    labels = block_labels([[0, 1], [1, 2], [4]], 6)
+    assert labels[0] == labels[1] == labels[2]
+    assert len({labels[0], labels[3], labels[4], labels[5]}) == 4
+
+
+@pytest.mark.parametrize("need, ok3, want", [
+    (4, True, (4, 5, 6, 7)),  # the empty GPUs first
+    (6, True, (0, 1, 2, 3, 4, 5)),  # then whole blocks
+    (5, False, None),  # a block with a GPU it may not take is not whole
+    (8, True, tuple(range(8)))])
+def test_covering_takes_whole_blocks_and_empty_gpus_first(need, ok3, want):
+    labels = block_labels([[0, 1, 2, 3]], 8)
+    ok = np.ones(8, dtype=bool)
+    ok[3] = ok3
+    occupied = np.arange(8) < 4
+    assert covering(labels, ok, occupied, need) == want
+
+
+def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once():
+    # Two 2-GPU jobs hold the four GPUs, one for 1,000 s more and one for 3,000 s.
+    # A 4-GPU job of 800 s that has waited 2,000 s is more urgent than both: waiting
+    # for the second to end would idle the first one's GPUs for 2,000 s, more than
+    # its own 3,200 GPU-seconds. It takes all four at once and holds both back;
+    # held together, they idle no GPU.
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    first = make_job("first", 2, 0.0, 2e7, done=2e7 - 2e5, on=["g0", "g1"])
+    second = make_job("second", 2, 0.0, 2e7, done=2e7 - 6e5, on=["g2", "g3"])
+    wide = make_job("wide", 4, 0.0, 3.2e5)
+    plan = plan_round([first, second, wide], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted["wide"] == ("g0", "g1", "g2", "g3")
+    assert plan.shares["wide"] == (1.0,) * 4
+    assert plan.shares["first"] == plan.shares["second"] == (0.0, 0.0)
+    # Arriving between rounds it goes there too.
+    arrival = place_arrival(plan_round([first, second], gpus, 2000.0,
+                                       PRESETS["gpufair"]).outlook, wide, NoInterference())
+    assert arrival.gpus == ("g0", "g1", "g2", "g3")
+    # A 1-GPU job's wait idles no other GPU: it waits for the first to empty.
+    narrow = make_job("narrow", 1, 0.0, 1.6e5)
+    plan = plan_round([first, second, narrow], gpus, 2000.0, PRESETS["gpufair"])
+    assert "narrow" not in plan.admitted

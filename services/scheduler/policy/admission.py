@@ -44,12 +44,13 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import hold_back_reason, outlook, paced_choice, wait_start
+from gpufair.scheduler.policy.arrival import drains, hold_back_reason, outlook, paced_choice, \
+    wait_start
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
 from gpufair.scheduler.policy.paced import Filler
-from gpufair.scheduler.policy.placement import choose
+from gpufair.scheduler.policy.placement import choose, covering
 from gpufair.scheduler.policy.priority import deadline, late_for_goal, makespan_goal
 from gpufair.scheduler.policy.sliced import sliced_round
 from gpufair.scheduler.policy.tail import plan_tail
@@ -154,6 +155,10 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
                           now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd)
     if choice.gpus is not None:
         return choice.gpus
+    if drains(job, room, look.empty_at):  # whole blocks instead (`arrival.py`)
+        got = covering(board.blocks(), room & free, board.count > 0, job.num_gpus)
+        if got is not None:
+            return got
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]
     board.wait(job, np.where(choice.polite, look.busy_until, look.empty_at),
                hold_back_reason(job, choice, running), look.empty_at)

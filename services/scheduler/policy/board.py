@@ -9,6 +9,7 @@ import numpy as np
 
 from gpufair.scheduler.policy.fleet import (FleetJob, Gpu, Interference, Levers, NoInterference,
                                             Placed, QueueEntry, RoundPlan)
+from gpufair.scheduler.policy.placement import block_labels
 from gpufair.scheduler.policy.priority import priority_order
 
 #: The `sd` queue reserves GPUs for the most urgent job that cannot start
@@ -72,6 +73,7 @@ class Board:
         self.blocked_by: QueueEntry | None = None  # `fifo-strict`: the first job that waits
         self._compat: dict[str, np.ndarray] = {}
         self.lifted: dict[str, FleetJob] = {}  # resident -> the job whose place it took (`inherit`)
+        self._blocks: np.ndarray | None = None  # `blocks`, until an admission changes them
 
     def at_risk(self, job: FleetJob) -> bool:
         """Is waiting `job` close enough to its deadline to hold a reservation?"""
@@ -107,6 +109,15 @@ class Board:
                           *(k for k in self.order[at:] if k not in blockers)]
             self.rank = {self.jobs[k].job: r for r, k in enumerate(self.order)}
             self.lifted = {self.jobs[k].job: job for k in lift}
+
+    def blocks(self) -> np.ndarray:
+        """Per GPU, its block's label (`placement.block_labels`) by the jobs
+        resident now, those admitted this round included."""
+        if self._blocks is None:
+            members = [[self.pos[g] for g in (j.gpus or self.admitted.get(j.job, ()))]
+                       for j in self.jobs]
+            self._blocks = block_labels([m for m in members if m], len(self.gpus))
+        return self._blocks
 
     def compatible(self, model: str) -> np.ndarray:
         """Per GPU: True when `model` may share it with every job there."""
@@ -156,6 +167,7 @@ class Board:
             self.models[g].add(job.model)
             self.widest[g] = max(self.widest[g], job.num_gpus)
         self._compat.clear()
+        self._blocks = None
 
     def enqueue(self, job: FleetJob, start_s: float, reason: str) -> None:
         """`job` stays queued this round (under `fifo-strict` the first one

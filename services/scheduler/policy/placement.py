@@ -24,6 +24,11 @@ share a GPU with (a pair measured unable to co-run). None means fewer than
   job idles every GPU of its own, so a newcomer takes GPUs whose resident
   is held already or all of one resident's GPUs before part of another's;
   then the GPUs holding the fewest jobs, the lowest scores and numbers.
+
+`covering` is the other way a waiting job may go (`arrival.drains` says
+when): onto whole blocks, the sets of GPUs joined by the jobs resident on
+them (`block_labels`), so that the residents it holds back are held on
+every GPU of theirs and none idles for it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy.fleet import PLACEMENTS
@@ -148,3 +155,31 @@ def choose_gpus(rule: str, occupancy: Sequence[int], need: int, cap: int,
     """`choose` over GPUs that hold fewer than `cap` jobs, no scores."""
     count = np.asarray(occupancy, dtype=int)
     return choose(rule, need, np.flatnonzero(count < cap), count, rng)
+
+
+def block_labels(members: Sequence[Sequence[int]], n_gpu: int) -> np.ndarray:
+    """Per GPU, its block's label: GPUs joined through resident jobs
+    (`members`: each job's GPU positions) share one; an empty GPU has its own."""
+    rows = [g for gpus in members for g in gpus[:-1]]
+    cols = [g for gpus in members for g in gpus[1:]]
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_gpu, n_gpu))
+    return connected_components(graph, directed=False)[1]
+
+
+def covering(labels: np.ndarray, ok: np.ndarray, occupied: np.ndarray,
+             need: int) -> tuple[int, ...] | None:
+    """`need` GPU positions (ascending) made of whole blocks (`block_labels`) all
+    of whose GPUs are `ok`: empty GPUs first, then the largest blocks; None
+    when no such blocks add up to `need` GPUs."""
+    order = np.argsort(labels, kind="stable")
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    blocks = [b for b in np.split(order, cuts) if ok[b].all()]
+    blocks.sort(key=lambda b: (bool(occupied[b].any()), -len(b), int(b[0])))
+    reach: dict[int, tuple[int, ...]] = {0: ()}  # GPUs taken -> the blocks taking them
+    for i, g in enumerate(blocks):
+        for total, used in list(reach.items()):
+            if total + len(g) <= need and total + len(g) not in reach:
+                reach[total + len(g)] = (*used, i)
+        if need in reach:
+            return tuple(sorted(int(x) for k in reach[need] for x in blocks[k]))
+    return None
