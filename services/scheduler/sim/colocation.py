@@ -121,7 +121,7 @@ class Colocation:
         return (1, *sorted(self.cost(model).scaling.measured))
 
 
-def _parse_key(key: str) -> tuple[str, int]:
+def parse_key(key: str) -> tuple[str, int]:
     """("model", gpus) from a key: a tuple string, or a bare model name meaning
     1 GPU (the format of Gavel's simulator files, e.g. `oracle_throughputs.json`)."""
     if not key.lstrip().startswith("("):
@@ -167,7 +167,8 @@ def _positive(value: object) -> float | None:
     return float(value) if ok else None
 
 
-def _read(path: str | Path) -> object:
+def read_file(path: str | Path) -> object:
+    """A Gavel-format file's JSON, or InvalidArgument saying why not."""
     try:
         return json.loads(Path(path).read_text())
     except OSError as e:
@@ -178,7 +179,7 @@ def _read(path: str | Path) -> object:
 
 def gpu_types(path: str | Path) -> tuple[str, ...]:
     """The GPU types a Gavel-format file measures, in file order."""
-    raw = _read(path)
+    raw = read_file(path)
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{path}: not a GPU type -> measurements object")
     return tuple(k for k, v in raw.items() if isinstance(v, dict))
@@ -186,7 +187,7 @@ def gpu_types(path: str | Path) -> tuple[str, ...]:
 
 def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
     """Read a Gavel-format file and build the model for `gpu_type`."""
-    raw = _read(path)
+    raw = read_file(path)
     if not isinstance(raw, dict) or gpu_type not in raw or not isinstance(raw[gpu_type], dict):
         types = ", ".join(sorted(raw)) if isinstance(raw, dict) else "none"
         raise InvalidArgument(f"GPU type {gpu_type!r} not in {path} (has: {types})")
@@ -194,7 +195,7 @@ def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
     multi: dict[str, dict[int, float]] = {}
     measured: dict[tuple[str, str], tuple[float, float]] = {}
     for key, entry in raw[gpu_type].items():
-        model, gpus = _parse_key(key)
+        model, gpus = parse_key(key)
         if not isinstance(entry, dict):
             continue
         iso = _positive(entry.get("null"))
@@ -207,7 +208,7 @@ def load_colocation(path: str | Path, gpu_type: str) -> Colocation:
         for other, val in entry.items():
             if other == "null" or not isinstance(val, list) or len(val) != 2:
                 continue
-            other_model, other_gpus = _parse_key(other)
+            other_model, other_gpus = parse_key(other)
             if other_gpus == 1 and all(isinstance(v, (int, float)) for v in val):
                 measured[(model, other_model)] = (float(val[0]), float(val[1]))
     if not isolated:
