@@ -20,15 +20,15 @@ urgent held job waits for: slowing it would delay that job too.
 No starvation: under the `sd` queue the most urgent job that cannot start
 gets a reservation once it is at risk (`board.RESERVE_LAXITY`), and later
 jobs use its GPUs only when they will be done before it can start (EASY
-backfilling). Such a job that cannot share a GPU with the jobs there (a
-pair measured unable to co-run) waits for GPUs to empty, and their
+backfilling). If it cannot share a GPU with the jobs there (a pair
+measured unable to co-run), it waits for GPUs to empty, and their
 residents take its place in the order (`Board.inherit`): else pacing
 holds them back for less urgent jobs and the GPUs do not empty (a
-synthetic GPU type with a fifth of its pairs unable to co-run: a 30 s job
+redrawn GPU type with a fifth of its pairs unable to co-run: a 30 s job
 waited 23 minutes; bench/scheduler/HISTORY.md round 28). Before the walk,
-a waiting job whose latest start for the
-makespan goal has come takes empty GPUs whatever its place in the order,
-unless a more urgent waiting job would then miss its deadline (`_claims`):
+a waiting job whose latest start for the makespan goal has come takes
+empty GPUs whatever its place in the order, unless a more urgent waiting
+job would then miss its deadline (`_claims`):
 the order is by slow-down deadline, and a week-long job due at the goal
 otherwise waits out every shorter job due before it and ends past the goal
 (Gavel-style traces: 19 % past it; bench/scheduler/HISTORY.md round 13).

@@ -95,9 +95,9 @@ class Board:
                 break
         else:
             return
-        allowed = self.allowed(job)
-        short = job.num_gpus - int((self.compatible(job.model) & allowed).sum())
-        must = np.flatnonzero(allowed & ~self.compatible(job.model))
+        allowed, compat = self.allowed(job), self.compatible(job.model)
+        short = job.num_gpus - int((compat & allowed).sum())
+        must = np.flatnonzero(allowed & ~compat)
         if short <= 0 or len(must) < short:
             return
         work = [sum(self.jobs[k].remaining_s() for k in self.residents[g]) for g in must]

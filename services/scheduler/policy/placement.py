@@ -176,10 +176,10 @@ def covering(labels: np.ndarray, ok: np.ndarray, occupied: np.ndarray,
     blocks = [b for b in np.split(order, cuts) if ok[b].all()]
     blocks.sort(key=lambda b: (bool(occupied[b].any()), -len(b), int(b[0])))
     reach: dict[int, tuple[int, ...]] = {0: ()}  # GPUs taken -> the blocks taking them
-    for i, g in enumerate(blocks):
+    for i, block in enumerate(blocks):
         for total, used in list(reach.items()):
-            if total + len(g) <= need and total + len(g) not in reach:
-                reach[total + len(g)] = (*used, i)
+            if total + len(block) <= need and total + len(block) not in reach:
+                reach[total + len(block)] = (*used, i)
         if need in reach:
             return tuple(sorted(int(x) for k in reach[need] for x in blocks[k]))
     return None
