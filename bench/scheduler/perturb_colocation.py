@@ -23,6 +23,20 @@ from gpufair.scheduler.sim.colocation import read_file
 from gpufair.scheduler.sim.perturb import perturb_file
 
 
+def write_whole(target: Path, text: str) -> None:
+    """Write `text` to `target` whole or not at all: a temporary file beside
+    it, renamed over it (readable by all, as a plain write would leave it)."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--colocation", default=str(Path(__file__).resolve().parents[2].parent
@@ -43,20 +57,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     names = tuple(n for n in args.gpu_types.split(",") if n)
     try:
-        out = perturb_file(read_file(args.colocation), names, seeds, args.forbid)
+        raw = read_file(args.colocation)  # its errors name the file
+        out = perturb_file(raw, names, seeds, args.forbid)
     except InvalidArgument as e:
-        print(f"{args.colocation}: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return 2
     target = Path(args.out)
-    # Written whole or not at all: a temporary file in the same directory, renamed.
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(out, f)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        write_whole(target, json.dumps(out))
+    except OSError as e:
+        print(f"cannot write {target}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {', '.join(out)} to {target}")
     return 0
 

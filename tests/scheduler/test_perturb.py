@@ -43,16 +43,20 @@ def test_a_redrawn_type_loads_with_every_model_and_speeds_within_the_range(raw, 
 def test_pairs_become_unable_to_co_run_at_the_given_rate_and_measured_ones_stay(
         raw, tmp_path, forbid):
     before = load_colocation(FIX, "k80")
-    after = _load(tmp_path, {"x": perturb_type(raw["k80"], 7, forbid)}, "x")
+    redrawn = perturb_type(raw["k80"], 7, forbid)
+    after = _load(tmp_path, {"x": redrawn}, "x")
     assert before.forbidden <= after.forbidden
-    co_ran = len(before.pair_fraction)
-    added = len(after.forbidden - before.forbidden)
-    if forbid == 0.0:
-        assert added == 0 and len(after.pair_fraction) == co_ran
-    elif forbid == 1.0:
-        assert not after.pair_fraction
-    else:
-        assert 0 < len(after.pair_fraction) < co_ran
+    co_ran = {tuple(sorted(k)) for k in before.pair_fraction if k[0] != k[1]
+              and (k[1], k[0]) in before.pair_fraction}
+    lost = {p for p in co_ran if p[0] in after.costs and p not in
+            {tuple(sorted(k)) for k in after.pair_fraction}}
+    assert abs(len(lost) / len(co_ran) - forbid) < 0.1
+    # A pair is drawn once: both of its entries agree.
+    for key, entry in redrawn.items():
+        for other, pair in entry.items():
+            if other != "null" and other in redrawn and isinstance(pair, list):
+                assert (pair == [0.0, 0.0]) == (redrawn[other][key] == [0.0, 0.0]) or \
+                    raw["k80"][key][other] == [0, 0] or raw["k80"][other][key] == [0, 0]
 
 
 def test_redrawing_is_seeded(raw):
@@ -86,4 +90,6 @@ def test_the_script_writes_the_file_whole_and_bad_input_writes_nothing(tmp_path)
         done = _script(*bad, "--out", str(other))
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
         assert not other.exists()
+    done = _script("--out", str(tmp_path / "missing" / "x.json"))
+    assert done.returncode == 2 and "cannot write" in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["synth.json"]  # no temporary left

@@ -35,6 +35,8 @@ job on few GPUs waits, as stacking it would tie it to GPUs it may find
 busy (on 32 GPUs, covering on any drain made k80 w2's makespan 1.06x
 `k8s`'s). On 16 GPUs with jobs as wide as the cluster, GPUs had idled 14 %
 of the time while such jobs waited (bench/scheduler/HISTORY.md round 28).
+Covering asks only that the newcomer be the more urgent there: it does not
+check the makespan goal's slack the polite rule checks.
 """
 
 from __future__ import annotations

@@ -81,11 +81,11 @@ class Board:
         return due - self.now - job.remaining_s() <= RESERVE_LAXITY * job.alone_s()
 
     def inherit(self) -> None:
-        """Priority inheritance. The first waiting job at risk (the one a
-        reservation goes to) that cannot share enough GPUs with the jobs on
-        them waits for GPUs to empty. The residents of those that can empty
+        """Priority inheritance. If the first waiting job at risk (the one a
+        reservation goes to) cannot share enough GPUs with the jobs on them,
+        it waits for GPUs to empty: the residents of those that can empty
         first, where less urgent, move to its place in the order, just ahead
-        of it: else pacing holds them back for jobs less urgent than the one
+        of it. Else pacing holds them back for jobs less urgent than the one
         they block, and the GPUs it waits for do not empty."""
         if self.levers.queue != "sd" or self.levers.shares != "paced":
             return

@@ -169,8 +169,10 @@ def block_labels(members: Sequence[Sequence[int]], n_gpu: int) -> np.ndarray:
 def covering(labels: np.ndarray, ok: np.ndarray, occupied: np.ndarray,
              need: int) -> tuple[int, ...] | None:
     """`need` GPU positions (ascending) made of whole blocks (`block_labels`) all
-    of whose GPUs are `ok`: empty GPUs first, then the largest blocks; None
-    when no such blocks add up to `need` GPUs."""
+    of whose GPUs are `ok`: the first sum to reach `need` with the empty GPUs
+    tried first, then the largest blocks (so a block that alone makes up
+    `need` wins over empty GPUs plus a smaller block); None when no such
+    blocks add up to `need` GPUs."""
     order = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     blocks = [b for b in np.split(order, cuts) if ok[b].all()]

@@ -7,10 +7,11 @@ Per model, one speed factor, log-uniform in `SPEED_RANGE`, scales its
 isolated throughput at every scale and its own part of every pair it is in,
 so jobs' lengths change relative to each other. Each multi-GPU scale's
 throughput is further scaled by a factor in `SCALING_RANGE` (a different
-interconnect). Each measured 1-GPU pair keeps its `[own, other]` shape with
-both scaled by one factor in `PAIR_RANGE` (interference stronger or weaker),
-or, with probability `forbid`, becomes `[0, 0]`: the pair cannot co-run (a
-GPU with less memory). Pairs measured `[0, 0]` stay so.
+interconnect). Each measured pair keeps its `[own, other]` shape with both
+scaled by one factor in `PAIR_RANGE` (interference stronger or weaker), or,
+a 1-GPU pair with probability `forbid`, becomes `[0, 0]`: the pair cannot
+co-run (a GPU with less memory). A pair is drawn once, for both of its
+entries (A's for B and B's for A). Pairs measured `[0, 0]` stay so.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ SCALING_RANGE = (0.85, 1.1)
 PAIR_RANGE = (0.7, 1.3)
 
 
-def perturb_type(entries: Mapping[str, object], seed: int, forbid: float = 0.15) -> dict:
+def perturb_type(entries: Mapping[str, object], seed: int,
+                 forbid: float = 0.15) -> dict[str, object]:
     """One GPU type's entries (key -> {other key or "null" -> value}) redrawn
     with `seed` (module docstring); entries that are not objects are kept."""
     if not 0.0 <= forbid <= 1.0:
@@ -38,6 +40,7 @@ def perturb_type(entries: Mapping[str, object], seed: int, forbid: float = 0.15)
         for other in entry if other != "null"})
     low, high = np.log(SPEED_RANGE)
     speed = {m: float(np.exp(rng.uniform(low, high))) for m in models}
+    drawn: dict[tuple[str, str], tuple[bool, float]] = {}  # a pair -> (forbidden, factor)
     out: dict[str, object] = {}
     for key, entry in entries.items():
         if not isinstance(entry, dict):
@@ -51,12 +54,15 @@ def perturb_type(entries: Mapping[str, object], seed: int, forbid: float = 0.15)
                 new[other] = pair
                 continue
             other_model, other_gpus = parse_key(other)
+            link = (min(key, other), max(key, other))
+            if link not in drawn:
+                single = gpus == 1 and other_gpus == 1
+                drawn[link] = (single and bool(rng.random() < forbid),
+                               float(rng.uniform(*PAIR_RANGE)))
+            forbidden, f = drawn[link]
             own, theirs = pair
-            if gpus == 1 and other_gpus == 1 and own > 0 and rng.random() < forbid:
-                new[other] = [0.0, 0.0]
-                continue
-            f = float(rng.uniform(*PAIR_RANGE))
-            new[other] = [own * speed[model] * f, theirs * speed[other_model] * f]
+            new[other] = [0.0, 0.0] if forbidden else [own * speed[model] * f,
+                                                     theirs * speed[other_model] * f]
         alone = entry.get("null")
         if isinstance(alone, (int, float)):
             scale = 1.0 if gpus == 1 else float(rng.uniform(*SCALING_RANGE))
@@ -66,7 +72,7 @@ def perturb_type(entries: Mapping[str, object], seed: int, forbid: float = 0.15)
 
 
 def perturb_file(raw: object, names: Sequence[str] = (), seeds: Sequence[int] = (1,),
-                 forbid: float = 0.15) -> dict:
+                 forbid: float = 0.15) -> dict[str, object]:
     """A Gavel-format object with type `<type>-s<seed>` for each type `names`
     lists (default every type in `raw`) and each seed."""
     if not isinstance(raw, dict):
