@@ -36,6 +36,7 @@ from gpufair.scheduler.policy.tail import MAX_JOBS, plan_tail
 from gpufair.scheduler.sim import SimConfig, simulate
 from gpufair.scheduler.sim.bound import trace_bounds
 from gpufair.scheduler.sim.generate import SCALES, gavel_trace
+from gpufair.scheduler.sim.result import IDLE_KINDS
 from gpufair.scheduler.sim.synthetic import synthetic_fleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -120,6 +121,8 @@ class Row(NamedTuple):
     bound_cut: float  # the largest cut any schedule could reach (sim/bound.py)
     gap: float  # max SD / the bound's
     cap: float  # points over k8s: the most utilisation a schedule busy only with useful work reaches
+    interference: float  # points of k8s's busy time lost to interference (utilisation - goodput)
+    idle: tuple[float, ...]  # points of gpufair's GPU time idle, by `IDLE_KINDS`
 
 
 def verdict(cells, width: int = 4, gw: int = 5) -> None:
@@ -136,7 +139,9 @@ def verdict(cells, width: int = 4, gw: int = 5) -> None:
                   fair["mean_jct_s"] / k8s["mean_jct_s"], 100 * (fair["gpu_util"] - k8s["gpu_util"]),
                   100 * (fair["goodput"] - k8s["goodput"]), fair["makespan_s"] / k8s["makespan_s"],
                   1 - c["bound"].max_sd / k8s["max_sd"], fair["max_sd"] / c["bound"].max_sd,
-                  100 * (c["bound"].busy_cap - k8s["gpu_util"]))
+                  100 * (c["bound"].busy_cap - k8s["gpu_util"]),
+                  100 * (k8s["gpu_util"] - k8s["goodput"]),
+                  tuple(100 * fair["idle"][kind] for kind in IDLE_KINDS))
         rows.append(row)
         print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {row.cut:>+9.1%} {row.bound_cut:>+6.0%} "
               f"{row.vs_las:>+7.1%} {row.jct:>6.2f} {row.util:>+7.1f} {row.goodput:>+10.1f} "
@@ -144,7 +149,8 @@ def verdict(cells, width: int = 4, gw: int = 5) -> None:
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput, span, bound_cut, gap, cap = (np.array(col) for col in zip(*rows))
+    cut, vs_las, jct, util, goodput, span, bound_cut, gap, cap, lost, idle = (
+        np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
           f"{(jct <= 1).sum()}/{len(rows)}; utilisation within 2 points in "
@@ -161,6 +167,11 @@ def verdict(cells, width: int = 4, gw: int = 5) -> None:
               f"{_span(span[under], '{:.3f}')}x k8s's, goodput "
               f"{_span(goodput[under], '{:+.1f}', ' to ')} points; out of reach without "
               f"waste (cap pt < -2) in {int((cap[under] < -2).sum())} of them")
+        why = dict(zip(IDLE_KINDS, idle[under].mean(axis=0)))
+        print(f"  there, on average: k8s's busy time counts {lost[under].mean():.1f} points of "
+              f"interference; gpufair's GPUs idle {why['no_work']:.1f} points with no job "
+              f"waiting, {why['waiting']:.1f} empty while jobs wait, {why['held']:.1f} with "
+              f"their jobs held back, {why['partial']:.1f} partly used")
     short = cut < 0.3
     if short.any():
         n = int(short.sum())

@@ -102,3 +102,30 @@ def test_summary_has_the_new_keys_and_they_add_up(p100):
     assert s["rho_max"] >= s["rho_median"] > 0
     assert 0 < s["goodput"] <= s["gpu_util"] + 1e-9 <= 1 + 1e-9
     assert (s["queue"], s["placement"], s["shares"]) == ("sd", "sd", "paced")
+
+
+@pytest.mark.parametrize("levers", [PRESETS["k8s"], PRESETS["gpufair"]], ids=["k8s", "gpufair"])
+def test_idle_gpu_time_by_kind_is_what_is_not_busy(p100, levers):
+    trace = load_workload(FIX / "small-trace.csv")
+    s = simulate(p100, trace, SimConfig(4, levers.split, queue=levers.queue,
+                                        placement=levers.placement, shares=levers.shares)).summary()
+    assert set(s["idle"]) == {"no_work", "waiting", "held", "partial"}
+    assert min(s["idle"].values()) >= 0
+    assert sum(s["idle"].values()) == pytest.approx(1 - s["gpu_util"], abs=1e-9)
+
+
+def test_a_gpu_left_empty_while_a_wide_job_waits_counts_as_waiting(p100):
+    # A long 1-GPU job holds GPU 0; a 2-GPU job arriving next waits for it
+    # (nothing may stack on a GPU: at most one job each), so GPU 1 idles with
+    # a job waiting until the first is done; then both run and nothing idles.
+    model = "ResNet-18 (batch size 64)"
+    trace = (TraceJob("long", 0.0, model, 1, 64, 2e5, 2), TraceJob("wide", 1.0, model, 2, 128, 2e5, 3))
+    r = simulate(p100, trace, SimConfig(2, "even", max_per_gpu=1, **GPUFAIR))
+    first = next(j for j in r.jobs if j.job == "long")
+    wide = next(j for j in r.jobs if j.job == "wide")
+    assert wide.start_s == pytest.approx(first.finish_s)
+    idle = r.idle_by_kind()
+    # GPU 1 is empty from t=0 to the first finish: 1 s with nothing waiting, the rest waiting.
+    assert idle["waiting"] * 2 * r.makespan_s == pytest.approx(first.finish_s - 1.0, rel=1e-6)
+    assert idle["no_work"] * 2 * r.makespan_s == pytest.approx(1.0, rel=1e-6)
+    assert idle["held"] == 0

@@ -40,7 +40,7 @@ from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Levers, RoundPlan
 from gpufair.scheduler.policy.paced import PacedJob, PacedRank, paced_speeds
 from gpufair.scheduler.policy.placement import DEFAULT_PLACEMENT
 from gpufair.scheduler.sim.colocation import Colocation, RankCost
-from gpufair.scheduler.sim.result import JobResult, SimResult
+from gpufair.scheduler.sim.result import IDLE_KINDS, JobResult, SimResult
 from gpufair.scheduler.sim.workload import TraceJob
 
 
@@ -175,12 +175,12 @@ class Simulator:
                                 None, run.exclusive_rate))
         return out
 
-    def _speeds(self, now: float) -> tuple[dict[str, float], float]:
-        """Samples/s of every resident job, and the busy GPUs (sum of fractions)."""
+    def _speeds(self, now: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Samples/s of every resident job, and each busy GPU's busy fraction."""
         if self._levers.shares == "time-slicing":
             states = self._states(now, noisy=False)
             shared = shared_rates(states)
-            return dict(zip((s.job for s in states), shared.rates)), sum(shared.gpu_busy.values())
+            return dict(zip((s.job for s in states), shared.rates)), shared.gpu_busy
         names, paced = [], []
         for name, j in self._jobs.items():
             if j.gpus:
@@ -189,7 +189,21 @@ class Simulator:
                     PacedRank(f"gpu-{g}", s, j.cost.sec_per_step, j.cost.sec_per_sample, b)
                     for g, s, b in zip(j.gpus, j.shares, j.split))))
         rates, busy = paced_speeds(paced, self._colo)
-        return dict(zip(names, rates)), sum(busy.values())
+        return dict(zip(names, rates)), busy
+
+    def _idle(self, busy: dict[str, float]) -> np.ndarray:
+        """Each GPU's idle fraction, summed by why it idles (`IDLE_KINDS`)."""
+        out = np.zeros(len(IDLE_KINDS))
+        waiting = any(not j.gpus for j in self._jobs.values())
+        for g, there in enumerate(self._occ):
+            used = min(busy.get(f"gpu-{g}", 0.0), 1.0)
+            if not there:
+                out[1 if waiting else 0] += 1.0
+            elif used <= 1e-9:
+                out[2] += 1.0
+            else:
+                out[3] += 1.0 - used
+        return out
 
     def _resplit(self, now: float) -> float:
         """The split policy's period under time-slicing."""
@@ -217,6 +231,7 @@ class Simulator:
         finished: list[JobResult] = []
         util_trace: list[tuple[float, float]] = []
         busy_integral = crowd = decision_s = round_s = 0.0
+        idle_integral = np.zeros(len(IDLE_KINDS))
         decisions = rounds = 0
         multi_s = uneven_s = 0.0
         paced = self._levers.shares == "paced"
@@ -224,7 +239,8 @@ class Simulator:
         while pending or self._jobs:
             if not self._jobs:
                 now = max(now, pending[0].arrival_s)
-            rates, busy = self._speeds(now)
+            rates, per_gpu = self._speeds(now)
+            busy = sum(per_gpu.values())
             horizon = [pending[0].arrival_s] if pending else []
             if self._jobs and ticks_matter and self._contended():
                 horizon.append(next_tick)
@@ -236,6 +252,7 @@ class Simulator:
             dt = t_next - now
             util_trace.append((now, busy / cfg.num_gpus))
             busy_integral += busy * dt
+            idle_integral += self._idle(per_gpu) * dt
             crowd += len(self._jobs) * dt
             d_multi, d_uneven = self._unevenness(dt)
             multi_s, uneven_s = multi_s + d_multi, uneven_s + d_uneven
@@ -271,7 +288,9 @@ class Simulator:
                          tuple(sorted(finished, key=lambda j: j.job)), tuple(util_trace),
                          makespan, util, decisions, decision_s, cfg.placement,
                          float(uneven_s / multi_s) if multi_s > 0 else 0.0,
-                         cfg.queue, cfg.shares, rounds, round_s)
+                         cfg.queue, cfg.shares, rounds, round_s,
+                         tuple(float(x) for x in idle_integral / (cfg.num_gpus * makespan))
+                         if makespan > 0 else (0.0,) * len(IDLE_KINDS))
 
     def _contended(self) -> bool:
         return any(len(o) > 1 for o in self._occ) or any(not j.gpus for j in self._jobs.values())

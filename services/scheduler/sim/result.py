@@ -7,6 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: Why a GPU idles, in the order of `SimResult.idle`: no job on it and none
+#: waiting; none on it while jobs wait (too few GPUs free for them, GPUs held
+#: for a reservation or draining for a wide job); its jobs all held back (a
+#: more urgent job runs on another of their GPUs); its jobs leave part of its
+#: time unused (a step's CPU work, a paced sliver).
+IDLE_KINDS = ("no_work", "waiting", "held", "partial")
+
+
 @dataclass(frozen=True)
 class JobResult:
     """One finished job: slow-down (end to end), completion time (from
@@ -43,6 +51,11 @@ class SimResult:
     shares: str = "time-slicing"
     rounds: int = 0  # admission rounds (every event; paced: also every period)
     round_s: float = 0.0
+    idle: tuple[float, ...] = (0.0,) * len(IDLE_KINDS)  # GPU time idle, of GPUs x makespan
+
+    def idle_by_kind(self) -> dict[str, float]:
+        """Idle GPU time (of GPUs x makespan) by why it idles (`IDLE_KINDS`)."""
+        return dict(zip(IDLE_KINDS, self.idle))
 
     def goodput(self) -> float:
         """Useful GPU time over capacity: every job's exclusive GPU-seconds over
@@ -69,6 +82,7 @@ class SimResult:
             "rho_max": float(rho.max()), "rho_median": float(np.median(rho)),
             "uneven_share": self.uneven_share,
             "gpu_util": float(self.gpu_util), "goodput": self.goodput(),
+            "idle": self.idle_by_kind(),
             "makespan_s": float(self.makespan_s),
             "decisions": self.decisions,
             "mean_decision_ms": 1000 * self.decision_s / self.decisions if self.decisions else 0.0,
