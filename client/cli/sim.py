@@ -94,10 +94,11 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, dict]]:
 
 def _table(summaries: list[tuple[str, dict]]) -> str:
     head = (f"{'run':<12} {'queue/placement/shares':<32} {'max_sd':>7} {'mean_sd':>7} "
-            f"{'p95_sd':>7} {'mean_jct_s':>10} {'gpu_util':>8} {'makespan_s':>10}")
+            f"{'p95_sd':>7} {'mean_jct_s':>10} {'gpu_util':>8} {'goodput':>7} {'makespan_s':>10}")
     rows = [f"{label:<12} {s['queue'] + '/' + s['placement'] + '/' + s['shares']:<32} "
             f"{s['max_sd']:>7.2f} {s['mean_sd']:>7.2f} {s['p95_sd']:>7.2f} "
-            f"{s['mean_jct_s']:>10.0f} {s['gpu_util']:>8.1%} {s['makespan_s']:>10.0f}"
+            f"{s['mean_jct_s']:>10.0f} {s['gpu_util']:>8.1%} {s['goodput']:>7.1%} "
+            f"{s['makespan_s']:>10.0f}"
             for label, s in summaries]
     return "\n".join([head, *rows])
 

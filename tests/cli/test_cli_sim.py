@@ -38,6 +38,10 @@ def test_table_compare_and_plot(capsys, tmp_path):
     assert run(base("even") + ["--compare", "even,balance,sd-maxmin", "--plot", str(png)]) == 0
     out = capsys.readouterr().out
     assert "balance" in out and "sd-maxmin" in out and out.count("even") >= 1
+    head, *rows = out.splitlines()[1:5]
+    assert head.split()[-3:] == ["gpu_util", "goodput", "makespan_s"]
+    # Goodput counts only useful work, so it never exceeds the busy time.
+    assert len(rows) == 3 and all(float(r.split()[-2][:-1]) <= float(r.split()[-3][:-1]) + 0.05 for r in rows)
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
