@@ -193,17 +193,17 @@ class Simulator:
 
     def _idle(self, busy: dict[str, float]) -> np.ndarray:
         """Each GPU's idle fraction, summed by why it idles (`IDLE_KINDS`)."""
-        out = np.zeros(len(IDLE_KINDS))
+        out = dict.fromkeys(IDLE_KINDS, 0.0)
         waiting = any(not j.gpus for j in self._jobs.values())
         for g, there in enumerate(self._occ):
             used = min(busy.get(f"gpu-{g}", 0.0), 1.0)
             if not there:
-                out[1 if waiting else 0] += 1.0
+                out["waiting" if waiting else "no_work"] += 1.0
             elif used <= 1e-9:
-                out[2] += 1.0
+                out["held"] += 1.0
             else:
-                out[3] += 1.0 - used
-        return out
+                out["partial"] += 1.0 - used
+        return np.array([out[kind] for kind in IDLE_KINDS])
 
     def _resplit(self, now: float) -> float:
         """The split policy's period under time-slicing."""
