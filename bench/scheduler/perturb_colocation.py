@@ -13,28 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from gpufair.common.errors import InvalidArgument
+from gpufair.common.files import write_whole
 from gpufair.scheduler.sim.colocation import read_file
 from gpufair.scheduler.sim.perturb import perturb_file
-
-
-def write_whole(target: Path, text: str) -> None:
-    """Write `text` to `target` whole or not at all: a temporary file beside
-    it, renamed over it (readable by all, as a plain write would leave it)."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -149,7 +149,7 @@ def verdict(cells, width: int = 4, gw: int = 5) -> None:
     if not rows:
         print("(no contended cell)")
         return
-    cut, vs_las, jct, util, goodput, span, bound_cut, gap, cap, lost, idle = (
+    cut, vs_las, jct, util, goodput, span, bound_cut, gap, cap, interference, idle = (
         np.array(col) for col in zip(*rows))
     print(f"\n{len(rows)} contended cells: median max-SD cut {np.median(cut):+.1%} (target "
           f">= +60 %), smallest {cut.min():+.1%} (>= +30 %); mean JCT no worse in "
@@ -168,7 +168,7 @@ def verdict(cells, width: int = 4, gw: int = 5) -> None:
               f"{_span(goodput[under], '{:+.1f}', ' to ')} points; out of reach without "
               f"waste (cap pt < -2) in {int((cap[under] < -2).sum())} of them")
         why = dict(zip(IDLE_KINDS, idle[under].mean(axis=0)))
-        print(f"  there, on average: k8s's busy time counts {lost[under].mean():.1f} points of "
+        print(f"  there, on average: k8s's busy time counts {interference[under].mean():.1f} points of "
               f"interference; gpufair's GPUs idle {why['no_work']:.1f} points with no job "
               f"waiting, {why['waiting']:.1f} empty while jobs wait, {why['held']:.1f} with "
               f"their jobs held back, {why['partial']:.1f} partly used")

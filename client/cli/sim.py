@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 from gpufair.client.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from gpufair.common.errors import GpufairError, InvalidArgument
+from gpufair.common.files import write_whole
 
 _LEVERS = ("queue", "placement", "shares", "policy")
 
@@ -103,19 +101,6 @@ def _table(summaries: list[tuple[str, dict]]) -> str:
     return "\n".join([head, *rows])
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write `text` to `path` so that no half-written file is ever visible."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def run_generate(args: argparse.Namespace) -> int:
     """`--generate`: 0 written, 1 cannot write, 2 bad input."""
     from gpufair.scheduler.sim import load_colocation
@@ -132,7 +117,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         trace = gavel_trace(load_colocation(args.colocation, args.gpu_type), args.jobs,
                             args.interarrival, args.seed)
-        _write_atomically(args.out, to_csv(trace))
+        write_whole(args.out, to_csv(trace))
     except GpufairError as e:
         print(f"gpufair sim: {e}", file=sys.stderr)
         return EXIT_USAGE
