@@ -68,6 +68,9 @@ def test_wide_jobs_get_a_later_deadline_capped():
     assert deadline(narrow, 2.0, 1e9, WIDE_CAP) == pytest.approx(200.0)
     assert deadline(wide, 2.0, 150.0, WIDE_CAP) == 150.0  # never past the makespan goal
     assert deadline(wide, 2.0, 1e9, 1.0) == deadline(narrow, 2.0, 1e9, WIDE_CAP)
+    # Half of 32 GPUs still gets the slack; more than half of them never does.
+    assert deadline(wide, 2.0, 1e9, WIDE_CAP, num_gpus=32) == pytest.approx(2.0 * WIDE_CAP * 100.0)
+    assert deadline(wide, 2.0, 1e9, WIDE_CAP, num_gpus=31) == pytest.approx(200.0)
 
 
 def test_wide_jobs_get_their_slack_only_while_the_cluster_is_behind():
@@ -87,13 +90,15 @@ def test_wide_jobs_get_their_slack_only_while_the_cluster_is_behind():
 
 
 def test_a_wide_job_goes_by_the_narrow_jobs_rule_while_the_cluster_keeps_up(monkeypatch):
-    # Both arrive at once on five GPUs (target 1): the 4-GPU job is due at 100 s, the
-    # 1-GPU one at 120 s, so the wide job goes first; with its slack (the cluster
-    # behind) it would be due at 150 s and go second.
+    # Both arrive at once on eight GPUs (target 1): the 4-GPU job is due at 100 s,
+    # the 1-GPU one at 120 s, so the wide job goes first; with its slack (the
+    # cluster behind) it would be due at 150 s and go second.
     jobs = [job("narrow", 120.0), job("wide", 100.0, gpus=4)]
-    assert priority_order(jobs, 0.0, "sd", num_gpus=5).order == [1, 0]
+    assert priority_order(jobs, 0.0, "sd", num_gpus=8).order == [1, 0]
     monkeypatch.setattr(priority, "keeps_up", lambda *_: False)
-    assert priority_order(jobs, 0.0, "sd", num_gpus=5).order == [0, 1]
+    assert priority_order(jobs, 0.0, "sd", num_gpus=8).order == [0, 1]
+    # On five GPUs nothing as wide runs beside it: no slack, so it still goes first.
+    assert priority_order(jobs, 0.0, "sd", num_gpus=5).order == [1, 0]
 
 
 def test_makespan_goal_is_the_longest_jobs_own_finish_or_above_the_packed_work():

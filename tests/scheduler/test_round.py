@@ -522,7 +522,9 @@ def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(c
     `STACK_RATIO` alone would keep it waiting (SD 3.5). Placed now it ends at
     SD 2 and the residents at 1.375: it holds back 1-GPU residents. Not a
     2-GPU one (holding such a job back idles its GPUs outside the
-    newcomer's), nor while a resident elsewhere is bound to SD 4 anyway."""
+    newcomer's), nor while a resident elsewhere is bound to SD 4 anyway.
+    Four more GPUs it may not use keep it at half the cluster or less (a
+    wider job covers sooner: the drain test below)."""
     gpus = [Gpu(f"g{i}") for i in range(4)]
     if case == "a 2-GPU resident":
         residents = [make_job("r", 2, 0.0, 8e4, done=5e4, on=["g2", "g3"])]
@@ -534,7 +536,8 @@ def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(c
                       # A long job keeps the makespan goal far off, so the newcomer's
                       # deadline still comes before the 1-GPU residents'.
                       make_job("long", 1, 300.0, 1e6, on=["g5"])]
-    wide = make_job("wide", 4, 200.0, 4e4)
+    wide = replace(make_job("wide", 4, 200.0, 4e4), gpus_allowed=frozenset(g.name for g in gpus))
+    gpus += [Gpu(f"spare{i}") for i in range(4)]
     plan = plan_round([*residents, wide], gpus, 300.0, PRESETS["gpufair"])
     before = plan_round(residents, gpus, 300.0, PRESETS["gpufair"])
     between = place_arrival(before.outlook, wide, NoInterference())
@@ -589,8 +592,17 @@ def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(
     narrow = make_job("narrow", 1, 0.0, 1.6e5)
     plan = plan_round([first, second, narrow], gpus, 2000.0, PRESETS["gpufair"])
     assert "narrow" not in plan.admitted
-    # Nor does a 4-GPU job of 1,100 s take them: its 4,400 GPU-seconds exceed the
-    # 4,000 the drain would idle (`COVER_RATIO` 1).
-    longer = make_job("longer", 4, 0.0, 4.4e5)
+    # Nor does a 4-GPU job of 2,100 s: the drain idles less than half its 8,400
+    # GPU-seconds (`WIDE_COVER_RATIO`: it needs more than half the cluster).
+    longer = make_job("longer", 4, 0.0, 8.4e5)
     plan = plan_round([first, second, longer], gpus, 2000.0, PRESETS["gpufair"])
     assert "longer" not in plan.admitted and plan.queue[0].job == "longer"
+    # One of 1,100 s does (2,200 < 4,000), unless four more GPUs it may not use make
+    # it half the cluster: then its whole 4,400 GPU-seconds count (`COVER_RATIO`).
+    shorter = make_job("shorter", 4, 0.0, 4.4e5)
+    plan = plan_round([first, second, shorter], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted["shorter"] == ("g0", "g1", "g2", "g3")
+    halved = replace(shorter, gpus_allowed=frozenset(g.name for g in gpus))
+    plan = plan_round([first, second, halved], [*gpus, *(Gpu(f"spare{i}") for i in range(4))],
+                      2000.0, PRESETS["gpufair"])
+    assert "shorter" not in plan.admitted and plan.queue[0].job == "shorter"

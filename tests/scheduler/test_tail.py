@@ -136,19 +136,22 @@ def test_every_plan_is_a_valid_schedule_no_longer_than_the_rounds_order(jobs, em
 
 
 def test_a_round_whose_waiting_jobs_are_all_due_at_the_goal_follows_the_tail_plan(monkeypatch):
-    # Four empty GPUs; a 4-GPU job and two 2-GPU ones of 2,000 s each, waiting
-    # long enough to be due at the makespan goal. The round's order puts the
-    # whole-cluster job first (`priority.job_key`); either way the last ends at
-    # 4,000 s, but the narrow pair first ends two jobs at 2,000 s, not one.
-    gpus = [Gpu(f"g{i}") for i in range(4)]
-    wide = make_job("wide", 4, 0.0, 8e5)
+    # Four empty GPUs and a fifth held 100 s more by a job that has waited all
+    # along (its least reachable slow-down, about 1,000, sets the round's target,
+    # so every waiting job is due at the makespan goal). Waiting: a 4-GPU job of
+    # 2,100 s and two 2-GPU ones of 2,000 s. The round's order, longest first,
+    # starts the 4-GPU job; either way the last ends at 4,100 s, but the narrow
+    # pair first ends two jobs at 2,000 s, not one at 2,100 s.
+    gpus = [Gpu(f"g{i}") for i in range(5)]
+    old = make_job("old", 1, 0.0, 1e4, on=["g4"])
+    wide = make_job("wide", 4, 0.0, 8.4e5)
     narrow = [make_job(f"narrow{k}", 2, 0.0, 4e5) for k in range(2)]
-    plan = plan_round([wide, *narrow], gpus, 1e5, PRESETS["gpufair"])
+    plan = plan_round([old, wide, *narrow], gpus, 1e5, PRESETS["gpufair"])
     assert sorted(plan.admitted.values()) == [("g0", "g1"), ("g2", "g3")]
     (entry,) = plan.queue
     assert entry.job == "wide" and entry.predicted_start_s == pytest.approx(2000.0)
     assert entry.reason.startswith("every waiting job is due at the makespan goal")
     # Without the tail plan the round starts the wide job and queues the others.
     monkeypatch.setattr(tail, "MAX_JOBS", 0)
-    plan = plan_round([wide, *narrow], gpus, 1e5, PRESETS["gpufair"])
+    plan = plan_round([old, wide, *narrow], gpus, 1e5, PRESETS["gpufair"])
     assert list(plan.admitted) == ["wide"]

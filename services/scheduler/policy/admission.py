@@ -197,7 +197,8 @@ def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
     if board.levers.queue != "sd" or board.levers.placement != "sd":
         return {}, {}
     waiting = [i for i in board.order if board.jobs[i].waiting and i not in claims]
-    if any(deadline(board.jobs[i], board.target, board.goal, board.wide_cap) < board.goal
+    cluster = len(board.gpus)
+    if any(deadline(board.jobs[i], board.target, board.goal, board.wide_cap, cluster) < board.goal
            for i in waiting):
         return {}, {}
     empty_at = look.empty_at.copy()
@@ -229,8 +230,8 @@ def _affordable(board: Board, look: _GpuState, ahead: Sequence[int], got: tuple[
         other = board.jobs[k]
         if not other.waiting or other.job in board.admitted:
             continue
-        due = deadline(other, board.target, board.goal, board.wide_cap) - board.now \
-            - other.remaining_s()
+        due = deadline(other, board.target, board.goal, board.wide_cap, len(board.gpus)) \
+            - board.now - other.remaining_s()
         room = board.room(other)
         if wait_start(look.empty_at, room, other.num_gpus) <= due < wait_start(
                 later, room, other.num_gpus):

@@ -35,6 +35,12 @@ job on few GPUs waits, as stacking it would tie it to GPUs it may find
 busy (on 32 GPUs, covering on any drain made k80 w2's makespan 1.06x
 `k8s`'s). On 16 GPUs with jobs as wide as the cluster, GPUs had idled 14 %
 of the time while such jobs waited (bench/scheduler/HISTORY.md round 28).
+A job wider than half the cluster (`priority.wider_than_half`) covers
+once that idle time passes half its GPU time (`WIDE_COVER_RATIO`): no job
+as wide runs beside it, so the GPUs it waits for can only idle or run
+narrower jobs that leave before the last one empties. Not on any drain:
+then a 12-GPU job on 16 held a 6-GPU job that was about to end for its
+whole run (HISTORY.md round 30).
 Covering asks only that the newcomer be the more urgent there: it does not
 check the makespan goal's slack the polite rule checks.
 """
@@ -49,10 +55,11 @@ import numpy as np
 from gpufair.scheduler.policy.board import Board, available_at, earliest_start
 from gpufair.scheduler.policy.fleet import FleetJob, Interference, Levers
 from gpufair.scheduler.policy.placement import choose, covering
-from gpufair.scheduler.policy.priority import job_key
+from gpufair.scheduler.policy.priority import job_key, wider_than_half
 
 STACK_RATIO = 0.5
 COVER_RATIO = 1.0
+WIDE_COVER_RATIO = 0.5
 
 
 @dataclass(frozen=True)
@@ -105,12 +112,14 @@ def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:
 
 def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray) -> bool:
     """Would the GPUs `job` waits for idle, until the last of them empties,
-    longer in all than `COVER_RATIO` times its own GPU time (module docstring)?"""
+    longer in all than `COVER_RATIO` times its own GPU time (`WIDE_COVER_RATIO`
+    for a job wider than half the cluster; module docstring)? Arrays by GPU."""
     n = job.num_gpus
     if room.sum() < n:
         return False
     first = np.sort(empty_at[room])[:n]
-    return float(np.sum(first[-1] - first)) > COVER_RATIO * n * job.remaining_s()
+    ratio = WIDE_COVER_RATIO if wider_than_half(n, len(room)) else COVER_RATIO
+    return float(np.sum(first[-1] - first)) > ratio * n * job.remaining_s()
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:

@@ -32,7 +32,12 @@
     (the next objective) while its slow-down stays within `WIDE_CAP` times
     the target. Not while the fluid cluster keeps up (`keeps_up`): waiting
     then buys no better packing, and a short wide job waiting in a stream
-    of 1-GPU jobs sets the largest slow-down (HISTORY.md round 27);
+    of 1-GPU jobs sets the largest slow-down (HISTORY.md round 27). Nor
+    ever for a job wider than half the cluster (`wider_than_half`): no job
+    as wide runs beside it, so its wait buys no packing either, only GPUs
+    drained for it while narrower jobs go first (8 GPUs: five 8-GPU jobs
+    waited behind later 6-GPU ones and one ended at 10.8x its time alone;
+    HISTORY.md round 30);
   * no deadline lies past the makespan goal (`makespan_goal`), and jobs
     due then go longest first: a long job pushed to the end would run
     alone while the rest of the cluster idles (utilisation, the third
@@ -182,9 +187,18 @@ def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
     return job.length_known and goal - now - job.remaining_s() <= 0.0
 
 
-def deadline(job: FleetJob, target: float, goal: float, wide_cap: float) -> float:
-    """The `sd` rule's deadline of `job` at slow-down target `target` (`Ranking`)."""
-    wide = min(math.sqrt(job.num_gpus), wide_cap)
+def wider_than_half(job_gpus: int, num_gpus: int) -> bool:
+    """Does a job on `job_gpus` GPUs need more than half of a cluster of
+    `num_gpus` (0: unknown, never)? No other job as wide can run beside it."""
+    return 2 * job_gpus > num_gpus > 0
+
+
+def deadline(job: FleetJob, target: float, goal: float, wide_cap: float,
+             num_gpus: int = 0) -> float:
+    """The `sd` rule's deadline of `job` at slow-down target `target` on a
+    cluster of `num_gpus` GPUs (0: unknown) (`Ranking`)."""
+    wide = 1.0 if wider_than_half(job.num_gpus, num_gpus) else min(math.sqrt(job.num_gpus),
+                                                                   wide_cap)
     return min(job.arrival_s + target * wide * job.alone_s(), goal)
 
 
@@ -204,9 +218,9 @@ def job_key(job: FleetJob, rule: str, target: float = 1.0, goal: float = math.in
         return job.arrival_s, job.job
     if rule == "las":
         return las_level(job.attained_s), job.arrival_s, job.job
-    due = deadline(job, target, goal, wide_cap)
+    due = deadline(job, target, goal, wide_cap, num_gpus)
     if due >= goal and job.num_gpus >= num_gpus > 0:  # whole-cluster (module docstring)
-        return due, 0, deadline(job, target, math.inf, wide_cap), job.job
+        return due, 0, deadline(job, target, math.inf, wide_cap, num_gpus), job.job
     return due, 1, -job.remaining_s(), job.job
 
 
