@@ -84,9 +84,6 @@ class _GpuState:
         self._head = [0] * n_gpu
         self._done: set[int] = set()
         self._board = board
-        # (job index, GPU position) per resident rank at the round's start (`held`).
-        self._members = np.array([(i, board.pos[g]) for i, j in enumerate(jobs) for g in j.gpus],
-                                 dtype=int).reshape(-1, 2).T
         for g, there in enumerate(board.residents):
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
@@ -126,20 +123,6 @@ class _GpuState:
                     out[g] = k
         return out
 
-    def held(self, free: np.ndarray) -> np.ndarray:
-        """Per GPU nothing runs on (`free`), the seconds its residents are held
-        back anyway: each until the last job given time on its other GPUs is
-        done, the least of that over them (0 where one is not held; jobs
-        placed this round are held by nobody yet)."""
-        job, gpu = self._members
-        longest = np.zeros(len(self._board.jobs))
-        np.maximum.at(longest, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
-        out = np.full(len(free), np.inf)
-        np.minimum.at(out, gpu, longest[job])
-        for gpus in self._board.admitted.values():
-            out[[self._board.pos[g] for g in gpus]] = 0.0
-        return np.where(free & np.isfinite(out), out, 0.0)
-
     def handled(self, index: int, gpus: Sequence[int], ran: bool) -> None:
         """Job `index` had its turn on `gpus` (and ran there or not)."""
         self._done.add(index)
@@ -169,8 +152,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
                           board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
                           wait_from=wait_start(look.empty_at, room, job.num_gpus),
-                          now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd,
-                          held=look.held(free), target=board.target)
+                          now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd)
     if choice.gpus is not None:
         return choice.gpus
     if drains(job, room, look.empty_at):  # whole blocks instead (`arrival.py`)
