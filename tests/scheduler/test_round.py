@@ -551,6 +551,53 @@ def test_a_wide_job_that_would_end_worst_by_waiting_holds_back_1_gpu_residents(c
         assert between.gpus is None
 
 
+@pytest.mark.parametrize("case", ["held back", "running", "half the cluster"])
+def test_a_newcomer_counts_only_the_hold_it_adds_to_a_wide_resident_held_back_anyway(case):
+    """A 4-GPU resident with 1,000 s left; a 2-GPU newcomer of 550 s needs more
+    than half of that (`STACK_RATIO`), so it would wait the whole 1,000 s,
+    past the round's target. While a more urgent 1-GPU job holds the resident
+    back on g0 for 600 s, the resident is held that long anyway: the
+    newcomer adds no hold and starts on two of the resident's other GPUs.
+    Not where the resident runs, nor where it is only half the cluster
+    (four more GPUs the newcomer may not use)."""
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    wide = make_job("wide", 4, 0.0, 5e5, done=1e5, on=["g0", "g1", "g2", "g3"])
+    new = make_job("new", 2, 200.0, 1.1e5)
+    jobs = [wide]
+    if case != "running":  # 650 s alone, 600 s left: more urgent than both
+        jobs.append(make_job("urgent", 1, 0.0, 6.5e4, done=5e3, on=["g0"]))
+    if case == "half the cluster":
+        new = replace(new, gpus_allowed=frozenset(g.name for g in gpus))
+        gpus += [Gpu(f"spare{i}") for i in range(4)]
+    plan = plan_round([*jobs, new], gpus, 200.0, PRESETS["gpufair"])
+    if case == "held back":
+        assert set(plan.admitted["new"]) < {"g1", "g2", "g3"}
+        # Both run unpaced; the resident borrows only the time their steps leave idle.
+        assert {"new", "urgent"} <= plan.unpaced and min(plan.shares["new"]) > 0.5
+    else:
+        assert not plan.admitted
+        assert plan.queue[0].reason.startswith("would hold back the jobs on every GPU set")
+
+
+@pytest.mark.parametrize("held, target, placed", [(600.0, 1.3, True), (0.0, 1.3, False),
+                                                  (600.0, 3.0, False)])
+def test_the_hold_a_newcomer_adds_counts_only_where_waiting_takes_it_past_the_target(
+        held, target, placed):
+    """A 550 s newcomer, a GPU whose resident has 1,000 s left and can empty in
+    1,000 s: waiting it would end at SD 2.8. Held back 600 s anyway, it adds
+    no hold, so it may go there; not where the target allows SD 2.8, nor
+    where nothing holds the resident."""
+    from gpufair.scheduler.policy.arrival import paced_choice
+
+    job = make_job("new", 1, 0.0, 5.5e4)
+    one = lambda x: np.array([x])  # noqa: E731
+    choice = paced_choice(job, one(True), one(True), one(1000.0), one(np.inf), one(1.0),
+                          one(1 / 1250), one(1), np.random.default_rng(0), now=0.0,
+                          narrow=one(False), resident_sd=1.0, wait_from=1000.0, held=one(held),
+                          target=target)
+    assert (choice.gpus == (0,)) if placed else choice.gpus is None
+
+
 def test_block_labels_join_the_gpus_of_resident_jobs():
     labels = block_labels([[0, 1], [1, 2], [4]], 6)
     assert labels[0] == labels[1] == labels[2]

@@ -51,7 +51,8 @@ from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, 
     RoundPlan, validate_fleet
 from gpufair.scheduler.policy.paced import Filler
 from gpufair.scheduler.policy.placement import choose, covering
-from gpufair.scheduler.policy.priority import deadline, late_for_goal, makespan_goal
+from gpufair.scheduler.policy.priority import deadline, late_for_goal, makespan_goal, \
+    wider_than_half
 from gpufair.scheduler.policy.sliced import sliced_round
 from gpufair.scheduler.policy.tail import plan_tail
 
@@ -84,6 +85,9 @@ class _GpuState:
         self._head = [0] * n_gpu
         self._done: set[int] = set()
         self._board = board
+        # (job index, GPU position) per resident rank at the round's start (`held`).
+        self._members = np.array([(i, board.pos[g]) for i, j in enumerate(jobs) for g in j.gpus],
+                                 dtype=int).reshape(-1, 2).T
         for g, there in enumerate(board.residents):
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
@@ -123,6 +127,22 @@ class _GpuState:
                     out[g] = k
         return out
 
+    def held(self, free: np.ndarray) -> np.ndarray:
+        """Per GPU nothing runs on (`free`) that holds a job wider than half
+        the cluster, the seconds its residents are held back anyway: each
+        until the last job given time on its other GPUs is done, the least
+        of that over them (0 where one is not held, and on every other GPU;
+        jobs placed this round are held by nobody yet)."""
+        job, gpu = self._members
+        longest = np.zeros(len(self._board.jobs))
+        np.maximum.at(longest, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
+        out = np.full(len(free), np.inf)
+        np.minimum.at(out, gpu, longest[job])
+        for gpus in self._board.admitted.values():
+            out[[self._board.pos[g] for g in gpus]] = 0.0
+        wide = wider_than_half(self._board.widest, len(free))
+        return np.where(free & wide & np.isfinite(out), out, 0.0)
+
     def handled(self, index: int, gpus: Sequence[int], ran: bool) -> None:
         """Job `index` had its turn on `gpus` (and ran there or not)."""
         self._done.add(index)
@@ -152,7 +172,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
                           board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
                           wait_from=wait_start(look.empty_at, room, job.num_gpus),
-                          now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd)
+                          now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd,
+                          held=look.held(free), target=board.target)
     if choice.gpus is not None:
         return choice.gpus
     if drains(job, room, look.empty_at):  # whole blocks instead (`arrival.py`)

@@ -9,7 +9,20 @@ it needs at most `STACK_RATIO` of the remaining time of each job resident
 on g (a short job slips in and leaves; a long one would hold them to the
 end, and GPUs are never taken back, so the rest of the cluster could idle
 meanwhile), and they can afford that wait without passing the makespan
-goal. Among such GPUs the `sd` placement rule takes those that least raise
+goal. Where a resident wider than half the cluster
+(`priority.wider_than_half`) is held back anyway, by more urgent jobs on
+its other GPUs, a newcomer that would end past the round's slow-down
+target by waiting counts only the hold it adds: the resident is held that
+long whether it comes or not, most of the cluster idle with it (a round
+knows this, `held`; an arrival between rounds counts none). Without this
+a 3-minute 8-GPU job waited 17 minutes for a 16-GPU job that 1-GPU jobs
+held back on one GPU at a time (16 GPUs, p100 w2 at arrivals / 6, mix
+seed +30: cut 22.9 %). Only there and only for such a newcomer, as each
+credited newcomer lengthens the hold the next one meets: for every
+newcomer the shared k80 w3 multi-GPU cell lost 3 points of utilisation,
+and on every resident a redrawn GPU type's cell fell to a 15.7 % cut
+(HISTORY.md round 31).
+Among such GPUs the `sd` placement rule takes those that least raise
 the slow-down of the job held back (`placement.py`). The makespan goal is
 no reason to wait when waiting would end later still: when even the first
 GPUs that could be empty (`wait_start`) leave too little time before it.
@@ -80,23 +93,26 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                  count: np.ndarray, rng: np.random.Generator, node: np.ndarray | None = None,
                  cached: np.ndarray | None = None, gang: np.ndarray | None = None, *,
                  now: float, narrow: np.ndarray, resident_sd: float,
-                 goal_left: float = np.inf, wait_from: float = 0.0) -> Choice:
+                 goal_left: float = np.inf, wait_from: float = 0.0,
+                 held: np.ndarray | float = 0.0, target: float = np.inf) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
     job it would newly hold back (`placement.choose`'s `gang`); the time
     the GPU state is for, the seconds from then to the makespan goal and
     until it could start if it waited; per GPU whether every resident
-    there uses only that GPU (`narrow`) and the largest of the residents'
-    least reachable slow-downs (`Board.resident_sd`)."""
+    there uses only that GPU (`narrow`), the largest of the residents'
+    least reachable slow-downs (`Board.resident_sd`), the seconds its
+    residents are held back anyway (`held`) and the round's slow-down
+    target."""
     rem = job.remaining_s()
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
-    brief = rem <= STACK_RATIO * shortest
-    if job.alone_s() > 0:
-        waited = job.sd_alone_from(now) + wait_from / job.alone_s()
-        if waited > resident_sd:
-            brief |= narrow & (score <= waited)
-    polite = brief & ((rem <= slack) | (wait_from + rem > goal_left))
+    waited = job.sd_alone_from(now) + wait_from / job.alone_s() if job.alone_s() > 0 else 0.0
+    adds = rem - held if waited > target else rem  # the hold it adds (module docstring)
+    brief = adds <= STACK_RATIO * shortest
+    if waited > resident_sd:
+        brief |= narrow & (score <= waited)
+    polite = brief & ((adds <= slack) | (wait_from + rem > goal_left))
     ok = room & free
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)

@@ -187,9 +187,12 @@ def late_for_goal(job: FleetJob, now: float, goal: float) -> bool:
     return job.length_known and goal - now - job.remaining_s() <= 0.0
 
 
-def wider_than_half(job_gpus: int, num_gpus: int) -> bool:
+def wider_than_half(job_gpus: int | np.ndarray, num_gpus: int) -> bool | np.ndarray:
     """Does a job on `job_gpus` GPUs need more than half of a cluster of
-    `num_gpus` (0: unknown, never)? No other job as wide can run beside it."""
+    `num_gpus` (0: unknown, never)? No other job as wide can run beside it.
+    Elementwise for an array of widths."""
+    if isinstance(job_gpus, np.ndarray):
+        return (2 * job_gpus > num_gpus) & (num_gpus > 0)
     return 2 * job_gpus > num_gpus > 0
 
 
