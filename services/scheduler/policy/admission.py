@@ -85,9 +85,7 @@ class _GpuState:
         self._head = [0] * n_gpu
         self._done: set[int] = set()
         self._board = board
-        # (job index, GPU position) per resident rank at the round's start (`held`).
-        self._members = np.array([(i, board.pos[g]) for i, j in enumerate(jobs) for g in j.gpus],
-                                 dtype=int).reshape(-1, 2).T
+        self._members: np.ndarray | None = None  # `held`'s, built on first use
         for g, there in enumerate(board.residents):
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
@@ -133,14 +131,20 @@ class _GpuState:
         until the last job given time on its other GPUs is done, the least
         of that over them (0 where one is not held, and on every other GPU;
         jobs placed this round are held by nobody yet)."""
+        board = self._board
+        wide = wider_than_half(board.widest, len(free))
+        if not wide.any():
+            return np.zeros(len(free))
+        if self._members is None:  # (job index, GPU position) per rank at the round's start
+            self._members = np.array([(i, board.pos[g]) for i, j in enumerate(board.jobs)
+                                      for g in j.gpus], dtype=int).reshape(-1, 2).T
         job, gpu = self._members
-        longest = np.zeros(len(self._board.jobs))
+        longest = np.zeros(len(board.jobs))
         np.maximum.at(longest, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
         out = np.full(len(free), np.inf)
         np.minimum.at(out, gpu, longest[job])
-        for gpus in self._board.admitted.values():
-            out[[self._board.pos[g] for g in gpus]] = 0.0
-        wide = wider_than_half(self._board.widest, len(free))
+        for gpus in board.admitted.values():
+            out[[board.pos[g] for g in gpus]] = 0.0
         return np.where(free & wide & np.isfinite(out), out, 0.0)
 
     def handled(self, index: int, gpus: Sequence[int], ran: bool) -> None:
