@@ -584,7 +584,7 @@ def test_a_newcomer_counts_only_the_hold_it_adds_to_a_wide_resident_held_back_an
 def test_the_hold_a_newcomer_adds_counts_only_where_waiting_takes_it_past_the_target(
         held, target, placed):
     """A 550 s newcomer, a GPU whose resident has 1,000 s left and can empty in
-    1,000 s: waiting it would end at SD 2.8. Held back 600 s anyway, it adds
+    1,000 s: waiting, it would end at SD 2.8. Held back 600 s anyway, it adds
     no hold, so it may go there; not where the target allows SD 2.8, nor
     where nothing holds the resident."""
     from gpufair.scheduler.policy.arrival import paced_choice

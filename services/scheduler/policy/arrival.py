@@ -9,20 +9,7 @@ it needs at most `STACK_RATIO` of the remaining time of each job resident
 on g (a short job slips in and leaves; a long one would hold them to the
 end, and GPUs are never taken back, so the rest of the cluster could idle
 meanwhile), and they can afford that wait without passing the makespan
-goal. Where a resident wider than half the cluster
-(`priority.wider_than_half`) is held back anyway, by more urgent jobs on
-its other GPUs, a newcomer that would end past the round's slow-down
-target by waiting counts only the hold it adds: the resident is held that
-long whether it comes or not, most of the cluster idle with it (a round
-knows this, `held`; an arrival between rounds counts none). Without this
-a 3-minute 8-GPU job waited 17 minutes for a 16-GPU job that 1-GPU jobs
-held back on one GPU at a time (16 GPUs, p100 w2 at arrivals / 6, mix
-seed +30: cut 22.9 %). Only there and only for such a newcomer, as each
-credited newcomer lengthens the hold the next one meets: for every
-newcomer the shared k80 w3 multi-GPU cell lost 3 points of utilisation,
-and on every resident a redrawn GPU type's cell fell to a 15.7 % cut
-(HISTORY.md round 31).
-Among such GPUs the `sd` placement rule takes those that least raise
+goal. Among such GPUs the `sd` placement rule takes those that least raise
 the slow-down of the job held back (`placement.py`). The makespan goal is
 no reason to wait when waiting would end later still: when even the first
 GPUs that could be empty (`wait_start`) leave too little time before it.
@@ -37,6 +24,20 @@ wide job in a stream of 1-GPU jobs waits for many GPUs to empty at once,
 and its waiting sets the cluster's largest slow-down (Gavel's
 unconsolidated p100 measurements: a 49 s job on 16 GPUs waited 172 s;
 bench/scheduler/HISTORY.md round 25).
+
+Where a resident wider than half the cluster
+(`priority.wider_than_half`) is held back anyway, by more urgent jobs on
+its other GPUs, a newcomer that would end past the round's slow-down
+target by waiting counts only the hold it adds: the resident is held that
+long whether it comes or not, most of the cluster idle with it (a round
+knows this, `held`; an arrival between rounds counts none). Without this
+a 3-minute 8-GPU job waited 17 minutes for a 16-GPU job that 1-GPU jobs
+held back on one GPU at a time (16 GPUs, p100 w2 at arrivals / 6, mix
+seed +30: cut 22.9 %). Only there and only for such a newcomer, as each
+credited newcomer lengthens the hold the next one meets: for every
+newcomer the shared k80 w3 multi-GPU cell lost 3 points of utilisation,
+and on every resident a redrawn GPU type's cell fell to a 15.7 % cut
+(HISTORY.md round 31).
 
 A newcomer with no such GPUs may still take whole blocks (`placement.
 covering`): GPUs it is more urgent than whoever runs on, whose residents
