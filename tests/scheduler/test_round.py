@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy.admission import plan_round
-from gpufair.scheduler.policy.arrival import place_arrival
+from gpufair.scheduler.policy.arrival import paced_choice, place_arrival
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
@@ -587,8 +587,6 @@ def test_the_hold_a_newcomer_adds_counts_only_where_waiting_takes_it_past_the_ta
     1,000 s: waiting, it would end at SD 2.8. Held back 600 s anyway, it adds
     no hold, so it may go there; not where the target allows SD 2.8, nor
     where nothing holds the resident."""
-    from gpufair.scheduler.policy.arrival import paced_choice
-
     job = make_job("new", 1, 0.0, 5.5e4)
     one = lambda x: np.array([x])  # noqa: E731
     choice = paced_choice(job, one(True), one(True), one(1000.0), one(np.inf), one(1.0),
