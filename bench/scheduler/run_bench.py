@@ -4,7 +4,7 @@ time, every comparison in the same run.
 
     .venv/bin/python bench/scheduler/run_bench.py [--data ../shared/data]
         [--colocation FILE] [--gpu-types k80,p100] [--workloads 1,2,my.csv]
-        [--speedup 8] [--mix-seeds 0] [--gavel-seeds 12]
+        [--speedup 8] [--mix-seeds 0] [--sim-seeds 0] [--gavel-seeds 12]
         [--skip-mixes] [--skip-gavel] [--skip-timing]
 
 Configurations (`gpufair sim` flags), all on the same trace, seed and file:
@@ -76,29 +76,36 @@ def figures(s: dict) -> str:
 
 def run_mixes(args) -> None:
     """Every GPU type x workload x mix under every configuration (and, for a
-    grid, every speed-up and mix seed); targets vs k8s."""
+    grid, every speed-up, mix seed and tie-break seed); targets vs k8s."""
     grid = len(args.speedups) > 1 or args.mix_seeds != [0]
-    runs = [(label, seed, trace, speedup, offset, f"{label}/{speedup:g}+{offset}" if grid else label)
+    ties = args.sim_seeds != [0]
+
+    def name(label: str, speedup: float, offset: int, tie: int) -> str:
+        return (f"{label}/{speedup:g}+{offset}" if grid else label) + (f"@{tie}" if ties else "")
+
+    runs = [(label, seed, trace, speedup, offset, tie, name(label, speedup, offset, tie))
             for label, seed, trace in args.traces for speedup in args.speedups
-            for offset in args.mix_seeds]
+            for offset in args.mix_seeds for tie in args.sim_seeds]
     width = max([4, *(len(r[-1]) for r in runs)])
     gw = gpu_width(args.colocations)
     seeds = f", mix seeds +{', +'.join(map(str, args.mix_seeds))}" if grid else ""
+    if ties:
+        seeds += f", tie-break seeds +{', +'.join(map(str, args.sim_seeds))} (@)"
     print(f"\nshared mixes: {args.gpus} GPUs, arrivals / {', '.join(f'{s:g}' for s in args.speedups)}"
           f"{seeds}, replicas <= {args.max_replicas}\n"
           f"{'gpu':<{gw}} {'wl':<{width}} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
     cells = []
     for gpu_type, colo in args.colocations:
-        for _, seed, trace, speedup, offset, label in runs:
+        for _, seed, trace, speedup, offset, tie, label in runs:
             for mix, jobs in mixes(trace, args.max_replicas, speedup, seed + offset).items():
                 cell = {}
-                for name, kw in CONFIGS.items():
+                for config, kw in CONFIGS.items():
                     t0 = time.perf_counter()
-                    cell[name] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed, **kw)
-                                          ).summary()
-                    cell[name]["sim_s"] = time.perf_counter() - t0
-                    print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {name:<10} {figures(cell[name])} "
-                          f"{cell[name]['sim_s']:>6.1f}", flush=True)
+                    cell[config] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed + tie, **kw)
+                                            ).summary()
+                    cell[config]["sim_s"] = time.perf_counter() - t0
+                    print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {config:<10} "
+                          f"{figures(cell[config])} {cell[config]['sim_s']:>6.1f}", flush=True)
                 cell["bound"] = trace_bounds(colo, jobs, args.gpus)
                 cells.append(((gpu_type, label, mix), cell))
     verdict(cells, width, gw)
@@ -284,6 +291,9 @@ def main() -> int:
                     "comma-separated, run every mix at each (a grid: 6,8,10)")
     ap.add_argument("--mix-seeds", default="0", help="offsets added to each trace's seed when "
                     "drawing its mixes, comma-separated (a grid: 0,10)")
+    ap.add_argument("--sim-seeds", default="0", help="offsets added to the simulator's seed "
+                    "(its tie-breaks between equally good GPUs), comma-separated: the same "
+                    "cells again under other tie-breaks (a grid: 0,100,200)")
     ap.add_argument("--max-replicas", type=int,
                     help="cap each mix job's GPUs (default: 16, or --gpus if fewer)")
     ap.add_argument("--gavel-seeds", type=int, default=12, help="generated traces per GPU type")
@@ -306,6 +316,7 @@ def main() -> int:
     args.gavel_configs = [n for n in GAVEL_RUNS if n in {*names, "FIFO strict", "gpufair"}]
     args.speedups = _numbers(ap, "--speedup", args.speedup, float)
     args.mix_seeds = _numbers(ap, "--mix-seeds", args.mix_seeds, int)
+    args.sim_seeds = _numbers(ap, "--sim-seeds", args.sim_seeds, int)
     if not all(0 < s < float("inf") for s in args.speedups):
         ap.error("--speedup: every speed-up must be a positive number")
     least = 1 if args.skip_gavel else max(SCALES)
