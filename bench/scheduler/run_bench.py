@@ -83,10 +83,11 @@ def run_mixes(args) -> None:
     def name(label: str, speedup: float, offset: int, tie: int) -> str:
         return (f"{label}/{speedup:g}+{offset}" if grid else label) + (f"@{tie}" if ties else "")
 
-    runs = [(label, seed, trace, speedup, offset, tie, name(label, speedup, offset, tie))
+    runs = [(label, seed, trace, speedup, offset)
             for label, seed, trace in args.traces for speedup in args.speedups
-            for offset in args.mix_seeds for tie in args.sim_seeds]
-    width = max([4, *(len(r[-1]) for r in runs)])
+            for offset in args.mix_seeds]
+    width = max([4, *(len(name(label, speedup, offset, tie)) for label, _, _, speedup, offset in runs
+                      for tie in args.sim_seeds)])
     gw = gpu_width(args.colocations)
     seeds = f", mix seeds +{', +'.join(map(str, args.mix_seeds))}" if grid else ""
     if ties:
@@ -96,18 +97,21 @@ def run_mixes(args) -> None:
           f"{'gpu':<{gw}} {'wl':<{width}} {'mix':<9} {'config':<10} {COLS} {'sim_s':>6}")
     cells = []
     for gpu_type, colo in args.colocations:
-        for _, seed, trace, speedup, offset, tie, label in runs:
+        for trace_label, seed, trace, speedup, offset in runs:
             for mix, jobs in mixes(trace, args.max_replicas, speedup, seed + offset).items():
-                cell = {}
-                for config, kw in CONFIGS.items():
-                    t0 = time.perf_counter()
-                    cell[config] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed + tie, **kw)
-                                            ).summary()
-                    cell[config]["sim_s"] = time.perf_counter() - t0
-                    print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {config:<10} "
-                          f"{figures(cell[config])} {cell[config]['sim_s']:>6.1f}", flush=True)
-                cell["bound"] = trace_bounds(colo, jobs, args.gpus)
-                cells.append(((gpu_type, label, mix), cell))
+                bound = trace_bounds(colo, jobs, args.gpus)  # the trace's, whatever the tie-breaks
+                for tie in args.sim_seeds:
+                    label = name(trace_label, speedup, offset, tie)
+                    cell = {}
+                    for config, kw in CONFIGS.items():
+                        t0 = time.perf_counter()
+                        cell[config] = simulate(colo, jobs, SimConfig(args.gpus, seed=seed + tie,
+                                                                      **kw)).summary()
+                        cell[config]["sim_s"] = time.perf_counter() - t0
+                        print(f"{gpu_type:<{gw}} {label:<{width}} {mix:<9} {config:<10} "
+                              f"{figures(cell[config])} {cell[config]['sim_s']:>6.1f}", flush=True)
+                    cell["bound"] = bound
+                    cells.append(((gpu_type, label, mix), cell))
     verdict(cells, width, gw)
 
 
