@@ -326,8 +326,9 @@ def main() -> int:
     ap.add_argument("--mix-seeds", default="0", help="offsets added to each trace's seed when "
                     "drawing its mixes, comma-separated (a grid: 0,10)")
     ap.add_argument("--sim-seeds", default="0", help="offsets added to the simulator's seed "
-                    "(its tie-breaks between equally good GPUs), comma-separated: the same "
-                    "cells again under other tie-breaks (a grid: 0,100,200)")
+                    "(the least-loaded placement's draws between equally loaded GPUs; gpufair's "
+                    "never draws), comma-separated: the same cells again under other draws "
+                    "(a grid: 0,100,200)")
     ap.add_argument("--max-replicas", type=int,
                     help="cap each mix job's GPUs (default: 16, or --gpus if fewer)")
     ap.add_argument("--gavel-seeds", type=int, default=12, help="generated traces per GPU type")
