@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy.admission import plan_round
-from gpufair.scheduler.policy.arrival import paced_choice, place_arrival
+from gpufair.scheduler.policy.arrival import hold_back_reason, idled, paced_choice, place_arrival
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
@@ -594,6 +594,35 @@ def test_the_hold_a_newcomer_adds_counts_only_where_waiting_takes_it_past_the_ta
                           narrow=one(False), resident_sd=1.0, wait_from=1000.0, held=one(held),
                           target=target)
     assert (choice.gpus == (0,)) if placed else choice.gpus is None
+
+
+@pytest.mark.parametrize("target, known, placed", [(20.0, True, False), (5.0, True, True),
+                                                  (20.0, False, True)])
+def test_a_newcomer_waits_where_stacking_idles_more_than_waiting(target, known, placed):
+    """A 100 s 1-GPU newcomer and four GPUs held by one 4-GPU resident with
+    1,000 s left. Stacked, it holds the resident back and idles its other
+    three GPUs for 100 s; waiting for an empty GPU idles none (it takes a
+    GPU that empties) and ends it at SD 11. It waits where the target
+    allows SD 11; past the target, or where the round does not say who
+    would be held (`widths` unknown), it stacks."""
+    job = make_job("new", 1, 0.0, 1e4)
+    four = lambda x: np.full(4, x)  # noqa: E731
+    choice = paced_choice(job, four(True), four(True), four(1000.0), four(np.inf), four(1.0),
+                          four(1 / 1250), four(1), np.random.default_rng(0), now=0.0,
+                          narrow=four(False), resident_sd=1.0, wait_from=1000.0,
+                          gang=four(0), target=target,
+                          widths=np.array([4]) if known else None)
+    assert (choice.gpus is None) != placed
+    if not placed:
+        assert choice.idles == 3
+        assert "other 3 GPUs would idle" in hold_back_reason(job, choice, ["resident"])
+
+
+def test_idled_counts_each_held_residents_gpus_outside_the_set():
+    gang = np.array([0, 0, -1, 1, 1, 1])
+    assert idled((0, 2, 3), gang, np.array([2, 3])) == 1 + 2
+    assert idled((0, 1), gang, np.array([2, 3])) == 0
+    assert idled((2,), gang, np.array([2, 3])) == 0
 
 
 def test_block_labels_join_the_gpus_of_resident_jobs():
