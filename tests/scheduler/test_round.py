@@ -615,7 +615,7 @@ def test_a_newcomer_waits_where_stacking_idles_more_than_waiting(target, known, 
     assert (choice.gpus is None) != placed
     if not placed:
         assert choice.idles == 3
-        assert "other 3 GPUs would idle" in hold_back_reason(job, choice, ["resident"])
+        assert "other 3 GPUs would then idle" in hold_back_reason(job, choice, ["resident"])
 
 
 def test_idled_counts_each_held_residents_gpus_outside_the_set():

@@ -175,8 +175,8 @@ def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> s
     """Why `job` cannot start although room exists (after `paced_choice` said None)."""
     n = job.num_gpus
     if choice.idles:
-        return (f"would hold back jobs whose other {choice.idles} GPUs would idle longer than "
-                f"it waits for empty GPUs")
+        return (f"would hold back jobs whose other {choice.idles} GPUs would then idle, "
+                f"more than waiting for empty GPUs idles")
     if choice.free.sum() >= n:
         # Not polite there: it needs more than `STACK_RATIO` of a resident's time left,
         # or would hold one past the makespan goal (the module docstring's rule).
