@@ -618,6 +618,23 @@ def test_a_newcomer_waits_where_stacking_idles_more_than_waiting(target, known, 
         assert "other 3 GPUs would then idle" in hold_back_reason(job, choice, ["resident"])
 
 
+@pytest.mark.parametrize("rem, work, placed", [(800.0, 1000.0, False), (800.0, 300.0, True),
+                                              (450.0, 1000.0, True)])
+def test_past_the_goal_a_newcomer_stacks_only_where_that_ends_no_later_than_waiting(
+        rem, work, placed):
+    """The makespan goal 1,000 s away, an empty GPU in 600 s: waiting, the
+    newcomer ends past the goal anyway. It may then stack on a GPU whose
+    work ahead is done by then (300 s), or if it needs at most half the
+    time to the goal (450 s); an 800 s newcomer on a GPU with 1,000 s of
+    work ahead would push both far past the goal, so it waits."""
+    job = make_job("new", 1, 0.0, 100.0 * rem)
+    one = lambda x: np.array([x])  # noqa: E731
+    choice = paced_choice(job, one(True), one(True), one(work), one(1000.0 - work), one(1.0),
+                          one(1 / 2000), one(1), np.random.default_rng(0), now=0.0,
+                          narrow=one(True), resident_sd=1.0, goal_left=1000.0, wait_from=600.0)
+    assert (choice.gpus == (0,)) if placed else choice.gpus is None
+
+
 def test_idled_counts_each_held_residents_gpus_outside_the_set():
     gang = np.array([0, 0, -1, 1, 1, 1])
     assert idled((0, 2, 3), gang, np.array([2, 3])) == 1 + 2

@@ -13,6 +13,13 @@ goal. Among such GPUs the `sd` placement rule takes those that least raise
 the slow-down of the job held back (`placement.py`). The makespan goal is
 no reason to wait when waiting would end later still: when even the first
 GPUs that could be empty (`wait_start`) leave too little time before it.
+Then the newcomer stacks only where that ends no later than waiting: the
+GPU's own work ahead is done by the time it could start, or it needs at
+most `STACK_RATIO` of the time left to the goal. Without this an 86 h
+1-GPU job stacked on a 1-GPU job with 92 h left, the goal's longest-first
+order ran the longer one first, and both ended at 247 h, where waiting
+ended the trace at 195 h (Gavel-style p100 trace seed 6, bench/scheduler/
+HISTORY.md rounds 34 and 35).
 
 Nor is a resident's remaining time, where waiting costs the newcomer more
 than holding them back costs anyone: a GPU whose residents each use only
@@ -132,7 +139,11 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     brief = adds <= STACK_RATIO * shortest
     if waited > resident_sd:
         brief |= narrow & (score <= waited)
-    polite = brief & ((adds <= slack) | (wait_from + rem > goal_left))
+    # Waiting ends past the goal anyway: stacking may too where the GPU's work
+    # ahead (goal_left - slack) is done by the wait, or the newcomer is brief.
+    late = (wait_from + rem > goal_left) & ((slack >= goal_left - wait_from)
+                                            | (rem <= STACK_RATIO * goal_left))
+    polite = brief & ((adds <= slack) | late)
     ok = room & free
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)
