@@ -13,13 +13,14 @@ goal. Among such GPUs the `sd` placement rule takes those that least raise
 the slow-down of the job held back (`placement.py`). The makespan goal is
 no reason to wait when waiting would end later still: when even the first
 GPUs that could be empty (`wait_start`) leave too little time before it.
-Then the newcomer stacks only where that ends no later than waiting: the
-GPU's own work ahead is done by the time it could start, or it needs at
-most `STACK_RATIO` of the time left to the goal. Without this an 86 h
-1-GPU job stacked on a 1-GPU job with 92 h left, the goal's longest-first
-order ran the longer one first, and both ended at 247 h, where waiting
-ended the trace at 195 h (Gavel-style p100 trace seed 6, bench/scheduler/
-HISTORY.md rounds 34 and 35).
+Then the newcomer stacks only where the GPU's own work ahead is done by
+the time it could start (stacking ends no later than waiting), or where
+it needs at most `STACK_RATIO` of the time left to the goal (a short
+stack pushes nobody far past it). Without this an 86 h 1-GPU job stacked
+on a 1-GPU job with 92 h left, the goal's longest-first order ran the
+longer one first, and both ended at 247 h, where waiting ended the trace
+at 195 h (Gavel-style p100 trace seed 6, bench/scheduler/HISTORY.md
+rounds 34 and 35).
 
 Nor is a resident's remaining time, where waiting costs the newcomer more
 than holding them back costs anyone: a GPU whose residents each use only
@@ -68,10 +69,11 @@ check the makespan goal's slack the polite rule checks.
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
 newly hold, `gang`, and how wide they are). The GPUs those residents then
-idle outside the set, times the newcomer's time, against `IDLE_RATIO` times
-its empty GPUs times its wait for GPUs to empty (`wait_start`): a 1-GPU job
-that stacks on one GPU of a 12-GPU job idles the other 11 for its whole
-run, while waiting would idle only the GPUs it later takes. Only where
+idle outside the set, times the newcomer's time, against `IDLE_RATIO`
+times the set's empty GPUs times its wait for GPUs to empty
+(`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
+the other 11 for its whole run, while waiting would idle only the GPUs
+it later takes. Only where
 waiting keeps it within the round's target: past that the wait is the
 slow-down the order exists to prevent. Measured against `k8s`'s mean over
 four tie-break draws it kept or raised the cells within 2 points of
@@ -104,13 +106,14 @@ class Choice:
     """Where a newcomer may go: the GPUs (positions, ascending) or None; per
     GPU, whether it could run there at once (`free`), whether it would hold
     nobody back for long there (`polite`), and the SD of the job it would
-    hold back (`score`)."""
+    hold back (`score`); where a polite set was refused, the GPUs its
+    residents would idle (`idles`)."""
 
     gpus: tuple[int, ...] | None
     free: np.ndarray
     polite: np.ndarray
     score: np.ndarray
-    idles: int = 0  # refused: the GPUs the polite set's residents would idle (module docstring)
+    idles: int = 0
 
 
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
@@ -140,7 +143,7 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     if waited > resident_sd:
         brief |= narrow & (score <= waited)
     # Waiting ends past the goal anyway: stacking may too where the GPU's work
-    # ahead (goal_left - slack) is done by the wait, or the newcomer is brief.
+    # ahead (goal_left - slack) is done by the wait, or the newcomer is short.
     late = (wait_from + rem > goal_left) & ((slack >= goal_left - wait_from)
                                             | (rem <= STACK_RATIO * goal_left))
     polite = brief & ((adds <= slack) | late)
