@@ -620,7 +620,7 @@ def test_a_newcomer_waits_where_stacking_idles_more_than_waiting(target, known, 
 
 @pytest.mark.parametrize("rem, work, placed", [(800.0, 1000.0, False), (800.0, 300.0, True),
                                               (450.0, 1000.0, True)])
-def test_past_the_goal_a_newcomer_stacks_only_where_that_ends_no_later_than_waiting(
+def test_past_the_goal_a_newcomer_stacks_only_on_work_its_wait_outlasts_or_if_short(
         rem, work, placed):
     """The makespan goal 1,000 s away, an empty GPU in 600 s: waiting, the
     newcomer ends past the goal anyway. It may then stack on a GPU whose

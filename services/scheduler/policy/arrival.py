@@ -73,14 +73,14 @@ idle outside the set, times the newcomer's time, against `IDLE_RATIO`
 times the set's empty GPUs times its wait for GPUs to empty
 (`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
 the other 11 for its whole run, while waiting would idle only the GPUs
-it later takes. Only where
-waiting keeps it within the round's target: past that the wait is the
-slow-down the order exists to prevent. Measured against `k8s`'s mean over
-four tie-break draws it kept or raised the cells within 2 points of
-utilisation on every input, the shared mixes 10 -> 11 of 11, and lifted
-the tuned grid's smallest cut 27.4 -> 41.9 % (bench/scheduler/HISTORY.md
-rounds 33 and 34); at `IDLE_RATIO` 1 the shared k80 w2 multi-GPU cell fell
-2.6 points under `k8s`'s busy time.
+it later takes. Only where waiting keeps it within the round's target:
+past that the wait is the slow-down the order exists to prevent.
+Measured against `k8s`'s mean over four tie-break draws it kept or
+raised the cells within 2 points of utilisation on every input, the
+shared mixes 10 -> 11 of 11, and lifted the tuned grid's smallest cut
+27.4 -> 41.9 % (bench/scheduler/HISTORY.md rounds 33-35); at
+`IDLE_RATIO` 1 the shared k80 w2 multi-GPU cell fell 2.6 points under
+`k8s`'s busy time.
 """
 
 from __future__ import annotations
