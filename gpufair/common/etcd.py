@@ -39,6 +39,12 @@ logger = logging.getLogger(__name__)
 _CHANNEL_OPTIONS = {"grpc.max_receive_message_length": 256 * 1024 * 1024}
 
 
+# gRPC core's own INTERNAL status, raised in this client when the socket closes
+# under a stream it is sending on (etcd stopped mid-keepalive): the link broke,
+# etcd said nothing. etcd's own internal errors carry their text ("etcdserver: ...").
+_CORE_INTERNAL = "internal error from core"
+
+
 def _decode(kv: Any) -> Stored:
     return Stored(json.loads(kv.value), kv.mod_revision, kv.create_revision)
 
@@ -121,13 +127,14 @@ class EtcdState:
         if isinstance(exc, (aetcd.exceptions.ConnectionFailedError, aetcd.exceptions.ConnectionTimeoutError)):
             return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}")
         if isinstance(exc, grpc.aio.AioRpcError):
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) or (
+                    exc.code() == grpc.StatusCode.INTERNAL and _CORE_INTERNAL in (exc.details() or "").lower()):
                 return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc.details()}")
             return None
         if not isinstance(exc, aetcd.exceptions.ClientError):
             return None
         text = str(exc).lower()
-        if "unavailable" in text or "connect" in text:
+        if "unavailable" in text or "connect" in text or _CORE_INTERNAL in text:
             return Unavailable(f"etcd at {self.endpoint} is unreachable: {exc}")
         if "invalid auth token" in text:
             return None  # an expired token: `_call` logs in again

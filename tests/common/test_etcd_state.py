@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import aetcd.exceptions
+import grpc
 import pytest
 
 from gpufair.common.errors import Unavailable
@@ -114,6 +116,23 @@ async def test_unreachable_etcd_raises_unavailable() -> None:
         assert not await s.ping()
         with pytest.raises(Unavailable):
             await s.get("/gpufair/x")
+    finally:
+        await s.close()
+
+
+async def test_a_stream_broken_in_grpc_core_reads_as_unreachable_not_as_an_etcd_error() -> None:
+    # etcd stopping under a lease keepalive surfaced as INTERNAL "Internal error from Core"
+    # (CI, stop 49): the link broke, so it is Unavailable; etcd's own INTERNAL is not.
+    s = EtcdState(f"127.0.0.1:{free_port()}", timeout=1)
+    try:
+        core = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                    details="Internal error from Core")
+        assert isinstance(s.unavailable(core), Unavailable)
+        assert isinstance(s.unavailable(aetcd.exceptions.InternalError("Internal error from Core")), Unavailable)
+        assert s.unavailable(aetcd.exceptions.InternalError("etcdserver: corrupt cluster")) is None
+        server = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                      details="etcdserver: corrupt cluster")
+        assert s.unavailable(server) is None
     finally:
         await s.close()
 
