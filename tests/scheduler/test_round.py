@@ -603,15 +603,14 @@ def test_a_newcomer_waits_where_stacking_idles_more_than_waiting(target, known, 
     1,000 s left. Stacked, it holds the resident back and idles its other
     three GPUs for 100 s; waiting for an empty GPU idles none (it takes a
     GPU that empties) and ends it at SD 11. It waits where the target
-    allows SD 11; past the target, or where the round does not say who
-    would be held (`widths` unknown), it stacks."""
+    allows SD 11; past the target, or where the caller does not say who
+    would be held (no `gang`), it stacks."""
     job = make_job("new", 1, 0.0, 1e4)
     four = lambda x: np.full(4, x)  # noqa: E731
     choice = paced_choice(job, four(True), four(True), four(1000.0), four(np.inf), four(1.0),
                           four(1 / 1250), four(1), np.random.default_rng(0), now=0.0,
                           narrow=four(False), resident_sd=1.0, wait_from=1000.0,
-                          gang=four(0), target=target,
-                          widths=np.array([4]) if known else None)
+                          gang=four(0) if known else None, target=target)
     assert (choice.gpus is None) != placed
     if not placed:
         assert choice.idles == 3
@@ -637,9 +636,18 @@ def test_past_the_goal_a_newcomer_stacks_only_on_work_its_wait_outlasts_or_if_sh
 
 def test_idled_counts_each_held_residents_gpus_outside_the_set():
     gang = np.array([0, 0, -1, 1, 1, 1])
-    assert idled((0, 2, 3), gang, np.array([2, 3])) == 1 + 2
-    assert idled((0, 1), gang, np.array([2, 3])) == 0
-    assert idled((2,), gang, np.array([2, 3])) == 0
+    assert idled((0, 2, 3), gang) == 1 + 2
+    assert idled((0, 1), gang) == 0
+    assert idled((2,), gang) == 0
+
+
+def test_idled_skips_gpus_where_a_resident_is_held_back_already():
+    """Job 0 spans GPUs 0-3 but runs only on 0 and 1 (on 2 and 3 another
+    job runs first, so `gang` names that one there): holding it back on
+    GPU 0 idles GPU 1, not its three other GPUs."""
+    gang = np.array([0, 0, 1, -1])
+    assert idled((0,), gang) == 1
+    assert idled((0, 2), gang) == 1
 
 
 def test_block_labels_join_the_gpus_of_resident_jobs():

@@ -177,7 +177,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
                           board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
                           wait_from=wait_start(look.empty_at, room, job.num_gpus),
                           now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd,
-                          held=look.held(free), target=board.target, widths=board.widths)
+                          held=look.held(free), target=board.target)
     if choice.gpus is not None:
         return choice.gpus
     if drains(job, room, look.empty_at):  # whole blocks instead (`arrival.py`)

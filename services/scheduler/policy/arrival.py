@@ -68,8 +68,8 @@ check the makespan goal's slack the polite rule checks.
 
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
-newly hold, `gang`, and how wide they are). The GPUs those residents then
-idle outside the set, times the newcomer's time, against `IDLE_RATIO`
+newly hold, `gang`, and on which GPUs each runs). The GPUs those residents then
+idle outside the set (`idled`), times the newcomer's time, against `IDLE_RATIO`
 times the set's empty GPUs times its wait for GPUs to empty
 (`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
 the other 11 for its whole run, while waiting would idle only the GPUs
@@ -122,13 +122,11 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                  cached: np.ndarray | None = None, gang: np.ndarray | None = None, *,
                  now: float, narrow: np.ndarray, resident_sd: float,
                  goal_left: float = np.inf, wait_from: float = 0.0,
-                 held: np.ndarray | float = 0.0, target: float = np.inf,
-                 widths: np.ndarray | None = None) -> Choice:
+                 held: np.ndarray | float = 0.0, target: float = np.inf) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
-    job it would newly hold back (`placement.choose`'s `gang`, with
-    `widths`: each job's GPUs by that index); the time
+    job it would newly hold back (`placement.choose`'s `gang`); the time
     the GPU state is for, the seconds from then to the makespan goal and
     until it could start if it waited; per GPU whether every resident
     there uses only that GPU (`narrow`), the largest of the residents'
@@ -150,20 +148,26 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     ok = room & free
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)
-    if got is not None and gang is not None and widths is not None and waited <= target:
-        idles = idled(got, gang, widths)
+    if got is not None and gang is not None and waited <= target:
+        idles = idled(got, gang)
         if idles * rem > IDLE_RATIO * int((count[list(got)] == 0).sum()) * wait_from:
             return Choice(None, ok, polite, score, idles)
     return Choice(got, ok, polite, score)
 
 
-def idled(got: Sequence[int], gang: np.ndarray, widths: np.ndarray) -> int:
+def idled(got: Sequence[int], gang: np.ndarray) -> int:
     """The GPUs that the residents a newcomer on `got` newly holds back
-    (`gang`, per GPU; -1: none) idle outside `got`: each one's width
-    (`widths`, per job) less its GPUs in `got`."""
+    (`gang`, per GPU; -1: none) idle outside `got`: each one's GPUs in
+    `gang` less those in `got`. Not its width: on a GPU where it is already
+    held back (`gang` names no one, or another job) it idles nothing more,
+    as placement's `_fewest_idled` counts (the shared k80 w3 multi-GPU cell
+    -2.0 -> within 2 points of `k8s`'s busy time; HISTORY.md round 36)."""
     held = gang[list(got)]
     ids, taken = np.unique(held[held >= 0], return_counts=True)
-    return int((widths[ids] - taken).sum())
+    if not len(ids):
+        return 0
+    runs = np.bincount(gang[gang >= 0], minlength=int(ids.max()) + 1)
+    return int((runs[ids] - taken).sum())
 
 
 def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:

@@ -55,7 +55,6 @@ class Board:
                      if len(self.node_names) > 1 else None)
         self.residents: list[list[int]] = [[] for _ in gpus]  # job indices
         self.models: list[set[str]] = [set() for _ in gpus]
-        self.widths = np.array([j.num_gpus for j in jobs], dtype=int)
         self.widest = np.zeros(len(gpus), dtype=int)  # GPUs of the widest job resident there
         for i, j in enumerate(jobs):
             for g in j.gpus:
