@@ -650,6 +650,28 @@ def test_idled_skips_gpus_where_a_resident_is_held_back_already():
     assert idled((0, 2), gang) == 1
 
 
+@pytest.mark.parametrize("late", [True, False])
+def test_a_round_keeps_a_newcomer_off_a_wide_resident_it_would_idle_while_the_target_allows(late):
+    """A 4-GPU resident with 1,000 s left on g0-g3, a 1-GPU job on g4 the
+    newcomer cannot share with, a long one on g5. Stacked on g0-g3, a 100 s
+    newcomer idles the wide resident's other three GPUs; waiting ends it at
+    SD 11. Where g4's job has waited 50 times its run, the round's target
+    is past 11 and the newcomer waits; where it arrived just now, waiting
+    would raise the target, so the newcomer stacks."""
+    gpus = [Gpu(f"g{i}") for i in range(6)]
+    jobs = [make_job("wide", 4, 2900.0, 4.4e5, done=4e4, on=["g0", "g1", "g2", "g3"]),
+            make_job("x", 1, 0.0 if late else 2990.0, 1e4, done=5e3, on=["g4"], model="x"),
+            make_job("long", 1, 2900.0, 2.01e6, done=1e4, on=["g5"]),
+            make_job("new", 1, 3000.0, 1e4, model="y")]
+    plan = plan_round(jobs, gpus, 3000.0, PRESETS["gpufair"], Models())
+    if late:
+        assert "new" not in plan.admitted
+        (entry,) = plan.queue
+        assert entry.job == "new" and "other 3 GPUs would then idle" in entry.reason
+    else:
+        assert plan.admitted["new"][0] in {"g0", "g1", "g2", "g3"}
+
+
 def test_block_labels_join_the_gpus_of_resident_jobs():
     labels = block_labels([[0, 1], [1, 2], [4]], 6)
     assert labels[0] == labels[1] == labels[2]
