@@ -655,7 +655,7 @@ def test_a_round_keeps_a_newcomer_off_a_wide_resident_it_would_idle_while_the_ta
     """A 4-GPU resident with 1,000 s left on g0-g3, a 1-GPU job on g4 the
     newcomer cannot share with, a long one on g5. Stacked on g0-g3, a 100 s
     newcomer idles the wide resident's other three GPUs; waiting ends it at
-    SD 11. Where g4's job has waited 50 times its run, the round's target
+    SD 11. Where g4's job has waited 30 times its run, the round's target
     is past 11 and the newcomer waits; where it arrived just now, waiting
     would raise the target, so the newcomer stacks."""
     gpus = [Gpu(f"g{i}") for i in range(6)]
