@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 from gpufair.local import EtcdServer, S3Server
+
+# Started in the background by a shell without job control (`make test &` in a
+# script), pytest inherits SIGINT ignored, and so would every process it starts:
+# the tests that press Ctrl-C on `make demo` or `gpufair submit` would signal
+# processes that ignore it. Caught here, it is back to default in children (exec
+# resets caught signals, not ignored ones).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
