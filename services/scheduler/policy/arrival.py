@@ -92,7 +92,7 @@ import numpy as np
 
 from gpufair.scheduler.policy.board import Board, available_at, earliest_start
 from gpufair.scheduler.policy.fleet import FleetJob, Interference, Levers
-from gpufair.scheduler.policy.placement import choose, covering
+from gpufair.scheduler.policy.placement import choose, covering, gang_gpus
 from gpufair.scheduler.policy.priority import job_key, wider_than_half
 
 STACK_RATIO = 0.5
@@ -164,10 +164,7 @@ def idled(got: Sequence[int], gang: np.ndarray) -> int:
     -2.0 -> within 2 points of `k8s`'s busy time; HISTORY.md round 36)."""
     held = gang[list(got)]
     ids, taken = np.unique(held[held >= 0], return_counts=True)
-    if not len(ids):
-        return 0
-    runs = np.bincount(gang[gang >= 0], minlength=int(ids.max()) + 1)
-    return int((runs[ids] - taken).sum())
+    return int((gang_gpus(gang)[ids] - taken).sum())
 
 
 def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:

@@ -79,6 +79,12 @@ def check_placement(name: str) -> str:
     return name
 
 
+def gang_gpus(gang: np.ndarray) -> np.ndarray:
+    """Per job index, the GPUs `gang` (per GPU; -1: none) names it on: where
+    holding it back idles a GPU."""
+    return np.bincount(gang[gang >= 0], minlength=int(gang.max(initial=-1)) + 1)
+
+
 def _fewest_idled(pick_from: np.ndarray, need: int, order: np.ndarray, gang: np.ndarray) -> np.ndarray:
     """`need` GPUs of `pick_from` (in preference `order`) that newly hold back
     residents leaving the fewest of their other GPUs idle (module docstring)."""
@@ -88,8 +94,7 @@ def _fewest_idled(pick_from: np.ndarray, need: int, order: np.ndarray, gang: np.
     for g in ranked:
         if gang[g] >= 0:
             groups.setdefault(int(gang[g]), []).append(int(g))
-    ids, sizes = np.unique(gang[gang >= 0], return_counts=True)
-    size = dict(zip(ids.tolist(), sizes.tolist()))  # the GPUs it would hold idle
+    size = gang_gpus(gang)  # the GPUs it would hold idle
     first = {k: i for i, k in enumerate(groups)}
     while len(chosen) < need and groups:
         left = need - len(chosen)
