@@ -65,7 +65,7 @@ LEND_WEIGHT = 2.0  # a loan must gain this many times what it costs the lenders
 #: a few per cent of one job against a GPU left idle.
 IDLE_LOSS = 0.05
 #: Where a lender's whole offer is too dear, these parts of it are offered in
-#: turn (its time left idle aside). With the whole offer only, a 16-GPU ResNet-50
+#: turn (without the time it leaves idle). With the whole offer only, a 16-GPU ResNet-50
 #: held back by 1-GPU jobs on one GPU at a time (each offering half its GPU, at
 #: which share the pair's interference would cost it 84 % of its speed) ran 22
 #: minutes for 7.6 minutes of work, most of its GPUs idle; offered a quarter, it
@@ -361,7 +361,7 @@ class Filler:
                                eff, lenders)
             if split is not None:
                 return split
-        # The offers count GPU time, not the interference the borrower adds: smaller ones.
+        # An offer counts GPU time, not the interference the borrower adds: try it smaller.
         for part in SLIVER_PARTS:
             split = self._loan(job, gpus, idle, [x if lender is None else x * part
                                                  for x, lender in zip(extra, lenders)],
