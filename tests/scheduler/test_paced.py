@@ -209,3 +209,23 @@ def test_a_sliver_gets_the_little_more_than_idle_time_that_keeps_its_job_at_its_
     assert idle < shares["wide"][0] <= idle + IDLE_LOSS * (1 - idle) + 1e-9
     assert (0.003 + 0.00397) / shares["wide"][0] <= (0.003 + 0.00397 * 63) * (1 + 1e-6)
     assert shares["urgent"][0] + shares["wide"][0] <= 1 + 1e-9
+
+
+def test_a_loan_too_dear_in_full_for_the_interference_it_brings_is_made_smaller():
+    # The lender (500 s in, 500 s left alone; cap 2.0) may lose two thirds of its speed,
+    # so it offers LEND_MAX of its GPU. At that share the pair's interference (eta 0.3)
+    # would cost it 85 % of its speed, past its cap. A smaller part of the offer keeps
+    # it within the cap, and the 4-GPU borrower, whose three other GPUs are free, keeps
+    # few samples on the shared one.
+    lender = fleet_job("urgent", 1, arrival=-500.0, done=5e4)
+    wide = FleetJob("wide", 4, 64, 0.0, 1e5, 395.0, 0.01, 0.002, 0.0, "m", rank_cap=64)
+    filler = Filler(4, Pairs(0.3), 0.05, joint=True, now=0.0, sd_cap=2.0)
+    assert filler.fit(lender, [0]) is not None
+    split = filler.lend(wide, [0, 1, 2, 3])
+    assert split is not None and split[0] < min(split[1:])
+    shares = filler.shares()
+    taken = shares["wide"][0]
+    assert 0 < taken < LEND_MAX
+    assert shares["urgent"][0] + taken <= 1 + 1e-9
+    kept = (1 - taken) * overlap_efficiency(0.3, taken)  # the lender's speed, of its own
+    assert (500.0 + 500.0 / kept) / 1000.0 <= 2.0

@@ -37,7 +37,11 @@ The planner (`Filler`) works in two passes:
    time again, that a borrower's sliver rank needs to keep pace with the
    borrower's own GPUs: a sliver slower than those sets the whole job's
    pace and idles them), and
-   re-splits too, away from the GPU it shares. The
+   re-splits too, away from the GPU it shares. What a lender offers is
+   GPU time; what the borrower's kernels beside it cost it comes on top
+   (`overlap_efficiency`), so an offer that would push it past its target
+   is tried again smaller (`SLIVER_PARTS`): a borrower with GPUs of its
+   own needs only a few samples' time there. The
    loan is made only when the borrower's gain in GPU-equivalents of
    exclusive speed exceeds `LEND_WEIGHT` times what the lenders lose, so
    the more urgent jobs give up little and only for much.
@@ -60,6 +64,13 @@ LEND_WEIGHT = 2.0  # a loan must gain this many times what it costs the lenders
 #: borrower's kernels (`collision_bound`), past the round's target if need be:
 #: a few per cent of one job against a GPU left idle.
 IDLE_LOSS = 0.05
+#: Where a lender's whole offer is too dear, these parts of it are offered in
+#: turn (without the time it leaves idle). With the whole offer only, a 16-GPU ResNet-50
+#: held back by 1-GPU jobs on one GPU at a time (each offering half its GPU, at
+#: which share the pair's interference would cost it 84 % of its speed) ran 22
+#: minutes for 7.6 minutes of work, most of its GPUs idle; offered a quarter, it
+#: ran 16 (16 GPUs, p100 w4/5+0 1-GPU; bench/scheduler/HISTORY.md round 37).
+SLIVER_PARTS = (0.5, 0.25, 0.1, 0.05)
 
 
 def overlap_efficiency(pair_eta: float, others_share: float) -> float:
@@ -347,6 +358,13 @@ class Filler:
         # of it would cost too much, less of it (fewer samples there) may not.
         for scale in (1.0, 0.5, 0.25, 0.0) if any(idle) else (1.0,):
             split = self._loan(job, gpus, idle, [i * scale + x for i, x in zip(idle, extra)],
+                               eff, lenders)
+            if split is not None:
+                return split
+        # An offer counts GPU time, not the interference the borrower adds: try it smaller.
+        for part in SLIVER_PARTS:
+            split = self._loan(job, gpus, idle, [x if lender is None else x * part
+                                                 for x, lender in zip(extra, lenders)],
                                eff, lenders)
             if split is not None:
                 return split
