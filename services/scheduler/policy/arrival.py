@@ -195,7 +195,8 @@ def late_cover(job: FleetJob, choice: Choice, slack: np.ndarray, target: float) 
     run (module docstring): where it could run at once (`choice.free`), the
     job it holds back would end no slower than it would by waiting
     (`choice.score <= choice.waited`) and within the makespan goal's
-    `slack`. None of them past the round's slow-down `target`: empty."""
+    `slack`. Empty unless waiting would take the newcomer past the round's
+    slow-down `target`."""
     if choice.waited <= target:
         return np.zeros_like(choice.free)
     return choice.free & (choice.score <= choice.waited) & (slack >= job.remaining_s())
