@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufair.common.errors import InvalidArgument
+from gpufair.scheduler.policy import admission
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import hold_back_reason, idled, paced_choice, place_arrival
 from gpufair.scheduler.policy.board import Board
@@ -672,6 +673,29 @@ def test_a_round_keeps_a_newcomer_off_a_wide_resident_it_would_idle_while_the_ta
         assert plan.admitted["new"][0] in {"g0", "g1", "g2", "g3"}
 
 
+def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_that_stay_faster():
+    # Two 2-GPU jobs (1,500 s alone, arrived at 0) hold the four GPUs for 1,000 s
+    # more, and empty together: waiting idles no GPU, so no drain asks for covering.
+    # A 4-GPU job of 800 s that arrived at 1,400 s would end at SD (600 + 1,000 +
+    # 800) / 800 = 3.0 by waiting, past the round's target (2.53). Held back for its
+    # run, the two would end at (2,000 + 800 + 1,000) / 1,500 = 2.53: it covers them.
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+
+    def residents(arrival):
+        return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),
+                make_job("b", 2, arrival, 3e5, done=1e5, on=["g2", "g3"])]
+
+    wide = make_job("wide", 4, 1400.0, 3.2e5)
+    plan = plan_round([*residents(0.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted["wide"] == ("g0", "g1", "g2", "g3")
+    assert plan.shares["b"] == (0.0, 0.0)
+    # Had they arrived at -2,000 s, holding them back would end them at 3.87, slower
+    # than the newcomer's wait makes it: it waits.
+    plan = plan_round([*residents(-2000.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    assert "wide" not in plan.admitted and plan.queue[0].job == "wide"
+    assert plan.shares["a"] == plan.shares["b"] == (1.0, 1.0)
+
+
 def test_block_labels_join_the_gpus_of_resident_jobs():
     labels = block_labels([[0, 1], [1, 2], [4]], 6)
     assert labels[0] == labels[1] == labels[2]
@@ -691,7 +715,10 @@ def test_covering_takes_whole_blocks_and_empty_gpus_first(need, ok3, want):
     assert covering(labels, ok, occupied, need) == want
 
 
-def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once():
+def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(monkeypatch):
+    # Late covering (the next test) would cover for each newcomer here, as each would
+    # wait past the round's target while the residents are 100 times longer: off.
+    monkeypatch.setattr(admission, "late_cover", lambda job, choice, *_: np.zeros_like(choice.free))
     # Two 2-GPU jobs hold the four GPUs, one for 1,000 s more and one for 3,000 s.
     # A 4-GPU job of 800 s that has waited 2,000 s is more urgent than both: waiting
     # for the second to end would idle the first one's GPUs for 2,000 s, more than

@@ -66,6 +66,20 @@ whole run (HISTORY.md round 30).
 Covering asks only that the newcomer be the more urgent there: it does not
 check the makespan goal's slack the polite rule checks.
 
+A newcomer that would end past the round's slow-down target by waiting
+also covers where no drain asks it to (`late_cover`): whole blocks whose
+residents, held back for its whole run, end no slower than it would by
+waiting and within the makespan goal's slack. The largest slow-down is
+what the order exists to cut, and the newcomer's wait would set it: on a
+redrawn p100 a 44 s job on 16 GPUs waited 2.2 minutes behind two other
+short wide jobs while a 16-GPU job held the other half of the cluster
+for 3 minutes, and ended at SD 4.0. Holding residents back raises their
+slow-down by the newcomer's run over their exclusive time; covering idles
+none of their GPUs. Without the slack check a late cover near the end of
+a trace delayed the last jobs (the shared p100 w2 multi-GPU cell: busy
+time 4.7 points lower, makespan 1.07x; bench/scheduler/HISTORY.md round
+38).
+
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
 newly hold, `gang`, and on which GPUs each runs). The GPUs those residents then
@@ -107,13 +121,15 @@ class Choice:
     GPU, whether it could run there at once (`free`), whether it would hold
     nobody back for long there (`polite`), and the SD of the job it would
     hold back (`score`); where a polite set was refused, the GPUs its
-    residents would idle (`idles`)."""
+    residents would idle (`idles`); the newcomer's SD were it to wait for
+    the first GPUs that could be empty (`waited`)."""
 
     gpus: tuple[int, ...] | None
     free: np.ndarray
     polite: np.ndarray
     score: np.ndarray
     idles: int = 0
+    waited: float = 0.0
 
 
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
@@ -151,8 +167,8 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     if got is not None and gang is not None and waited <= target:
         idles = idled(got, gang)
         if idles * rem > IDLE_RATIO * int((count[list(got)] == 0).sum()) * wait_from:
-            return Choice(None, ok, polite, score, idles)
-    return Choice(got, ok, polite, score)
+            return Choice(None, ok, polite, score, idles, waited)
+    return Choice(got, ok, polite, score, waited=waited)
 
 
 def idled(got: Sequence[int], gang: np.ndarray) -> int:
@@ -172,6 +188,18 @@ def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:
     if room.sum() < need:
         return float("inf")
     return float(np.partition(empty_at[room], need - 1)[need - 1])
+
+
+def late_cover(job: FleetJob, choice: Choice, slack: np.ndarray, target: float) -> np.ndarray:
+    """The GPUs whose residents a late newcomer may hold back for its whole
+    run (module docstring): where it could run at once (`choice.free`), the
+    job it holds back would end no slower than it would by waiting
+    (`choice.score <= choice.waited`) and within the makespan goal's
+    `slack`. Empty unless waiting would take the newcomer past the round's
+    slow-down `target`."""
+    if choice.waited <= target:
+        return np.zeros_like(choice.free)
+    return choice.free & (choice.score <= choice.waited) & (slack >= job.remaining_s())
 
 
 def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray) -> bool:
