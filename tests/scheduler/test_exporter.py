@@ -65,16 +65,16 @@ async def test_queue_gauges_and_admission_waits(etcd_endpoint: str, etcd_root: s
                     job_id=job, num_gpus=2, node="n", devices=["d0", "d1"], global_batch=8, total_samples=800,
                     exclusive_samples_per_s=1.0)))
             # The gauges read the leader's last round; ListQueue its record in etcd, written
-            # at the end of that round: wait for both.
+            # at the end of that round: wait for all three.
             for _ in range(200):
                 length = await asyncio.to_thread(_points, reader, "gpufair_queue_length")
+                waits = await asyncio.to_thread(_points, reader, "gpufair_queue_wait_seconds")
                 entries = (await stub.ListQueue(pb.ListQueueRequest())).entries
-                if length.get((("waiting", "submitted"),)) == 1 and len(entries) == 1:
+                if length.get((("waiting", "submitted"),)) == 1 and len(entries) == 1 and waits:
                     break
                 await asyncio.sleep(0.05)
             assert length == {(("waiting", "submitted"),): 1, (("waiting", "held"),): 0}
             (waiting,) = entries
-            waits = await asyncio.to_thread(_points, reader, "gpufair_queue_wait_seconds")
             assert list(waits) == [(("job", waiting.job_id),)] and waits[(("job", waiting.job_id),)] >= 0
         admitted = [p for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
                     if m.name == "gpufair_admission_wait_seconds" for p in m.data.data_points]

@@ -696,6 +696,22 @@ def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_
     assert plan.shares["a"] == plan.shares["b"] == (1.0, 1.0)
 
 
+
+def test_late_covering_leaves_alone_a_job_still_starting():
+    # A live submission placed on both GPUs, its trainers still starting: its
+    # slow-down clock stands still until it steps (arrival 1,999 s at 2,000 s). A
+    # submission for the same GPUs waiting since 1,000 s would end past the target
+    # by waiting, and holding the starting job back would look free: it waits.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    starting = replace(make_job("first", 2, 1999.0, 1.6e5, on=["g0", "g1"]), ready=False)
+    waiting = replace(make_job("second", 2, 1000.0, 1.6e5), ready=False)
+    plan = plan_round([starting, waiting], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["second"]
+    # Once it steps it is an ordinary resident, and the rule covers it.
+    plan = plan_round([replace(starting, ready=True), waiting], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {"second": ("g0", "g1")}
+
+
 def test_block_labels_join_the_gpus_of_resident_jobs():
     labels = block_labels([[0, 1], [1, 2], [4]], 6)
     assert labels[0] == labels[1] == labels[2]

@@ -65,8 +65,8 @@ class _GpuState:
     """Per GPU, what a newcomer meets there: the residents' exclusive time
     left (shortest, and until the GPU empties), how long they may be held
     before the makespan goal, the next resident that would run (its
-    predicted SD and how fast a delay raises it), and when the job given
-    time there is done."""
+    predicted SD and how fast a delay raises it), when the job given
+    time there is done, and whether a job there is still starting."""
 
     def __init__(self, board: Board) -> None:
         jobs, n_gpu = board.jobs, len(board.gpus)
@@ -90,6 +90,11 @@ class _GpuState:
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
             self._top(g)
+        # GPUs of jobs still starting: late covering leaves them alone (`_place`).
+        self.starting = np.zeros(n_gpu, dtype=bool)
+        for job in jobs:
+            if not job.ready and job.gpus:
+                self.starting[[board.pos[g] for g in job.gpus]] = True
 
     def resident(self, g: int, rems: list[float]) -> None:
         """Jobs needing `rems` seconds more sit on GPU g. Paced, they run there
@@ -184,7 +189,9 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
         got = covering(board.blocks(), room & free, board.count > 0, job.num_gpus)
         if got is not None:
             return got
-    late = late_cover(job, choice, look.slack, board.target)
+    # A starting job's slow-down clock stands still until it steps (`fleetview`), so
+    # holding it back would look free, and its trainers are launching: not covered.
+    late = late_cover(job, choice, look.slack, board.target) & ~look.starting
     if late.any():  # waiting would set the largest SD: whole blocks (`arrival.py`)
         got = covering(board.blocks(), late, board.count > 0, job.num_gpus)
         if got is not None:
@@ -297,6 +304,7 @@ def _paced(board: Board) -> RoundPlan:
                 look.resident(g, [job.remaining_s()])
             ranks = list(got)
             if not job.ready:  # its trainers start in seconds: its GPUs' time goes to others until then
+                look.starting[ranks] = True
                 starting[job.job] = (0.0 if any(filler.running(g) for g in ranks) else 1.0,) * len(ranks)
                 look.handled(i, ranks, False)
                 continue
