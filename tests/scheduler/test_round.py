@@ -696,7 +696,6 @@ def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_
     assert plan.shares["a"] == plan.shares["b"] == (1.0, 1.0)
 
 
-
 def test_late_covering_leaves_alone_a_job_still_starting():
     # A live submission placed on both GPUs, its trainers still starting: its
     # slow-down clock stands still until it steps (arrival 1,999 s at 2,000 s). A
