@@ -731,7 +731,7 @@ def test_covering_takes_whole_blocks_and_empty_gpus_first(need, ok3, want):
 
 
 def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(monkeypatch):
-    # Late covering (the next test) would cover for each newcomer here, as each would
+    # Late covering (tested above) would cover for each newcomer here, as each would
     # wait past the round's target while the residents are 100 times longer: off.
     monkeypatch.setattr(admission, "late_cover", lambda job, choice, *_: np.zeros_like(choice.free))
     # Two 2-GPU jobs hold the four GPUs, one for 1,000 s more and one for 3,000 s.
