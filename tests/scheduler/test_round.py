@@ -696,6 +696,28 @@ def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_
     assert plan.shares["a"] == plan.shares["b"] == (1.0, 1.0)
 
 
+def test_a_newcomer_far_past_the_target_covers_blocks_that_add_up_to_more_than_it_needs():
+    # Two 2-GPU residents (1,500 s alone, 1,000 s left) and a 3-GPU newcomer of
+    # 600 s: no whole blocks add up to 3 GPUs. Waiting 1,000 s would end it at SD
+    # (1,000 + 600) / 600 = 2.67. Residents that arrived at 1,500 s make the round's
+    # target 1.30: past twice that, it takes g0-g2 and the fourth GPU idles, b
+    # held back with it (b ends at SD 1.40).
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+
+    def residents(arrival):
+        return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),
+                make_job("b", 2, arrival, 3e5, done=1e5, on=["g2", "g3"])]
+
+    newcomer = make_job("new", 3, 2000.0, 1.8e5)
+    plan = plan_round([*residents(1500.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {"new": ("g0", "g1", "g2")}
+    assert plan.shares["b"] == (0.0, 0.0)
+    # Residents that arrived at 1,200 s make the target 1.50: 2.67 is past it, but
+    # not twice, and idling a GPU is not worth it: it waits.
+    plan = plan_round([*residents(1200.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["new"]
+
+
 def test_late_covering_leaves_alone_a_job_still_starting():
     # A live submission placed on both GPUs, its trainers still starting: its
     # slow-down clock stands still until it steps (arrival 1,999 s at 2,000 s). A
@@ -728,6 +750,16 @@ def test_covering_takes_whole_blocks_and_empty_gpus_first(need, ok3, want):
     ok[3] = ok3
     occupied = np.arange(8) < 4
     assert covering(labels, ok, occupied, need) == want
+
+
+@pytest.mark.parametrize("spare, want", [
+    (0, None),  # no blocks add up to 5
+    (1, (4, 5, 6, 7, 8)),  # 5 of the 6-GPU block's, the last one idle
+    (4, (4, 5, 6, 7, 8))])  # the smallest sum past 5 wins
+def test_covering_takes_blocks_that_add_up_to_more_only_with_spare(spare, want):
+    labels = block_labels([[0, 1, 2, 3], [4, 5, 6, 7, 8, 9]], 10)
+    ok = np.ones(10, dtype=bool)
+    assert covering(labels, ok, np.ones(10, dtype=bool), 5, spare) == want
 
 
 def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(monkeypatch):

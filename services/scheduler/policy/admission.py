@@ -44,8 +44,8 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import drains, hold_back_reason, late_cover, outlook, \
-    paced_choice, wait_start
+from gpufair.scheduler.policy.arrival import drains, hold_back_reason, late_cover, late_spare, \
+    outlook, paced_choice, wait_start
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -193,7 +193,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     # holding it back would look free, and its trainers are launching: not covered.
     late = late_cover(job, choice, look.slack, board.target) & ~look.starting
     if late.any():  # waiting would set the largest SD: whole blocks (`arrival.py`)
-        got = covering(board.blocks(), late, board.count > 0, job.num_gpus)
+        got = covering(board.blocks(), late, board.count > 0, job.num_gpus,
+                       late_spare(job, choice, board.target))
         if got is not None:
             return got
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]

@@ -79,6 +79,16 @@ none of their GPUs. Without the slack check a late cover near the end of
 a trace delayed the last jobs (the shared p100 w2 multi-GPU cell: busy
 time 4.7 points lower, makespan 1.07x; bench/scheduler/HISTORY.md round
 38).
+Where no whole blocks add up to its GPUs, a newcomer that waiting would
+take past `SPARE_TARGET` times the round's target takes them from blocks
+adding up to at most `SPARE_RATIO` more, whose other GPUs then idle while
+it runs (`late_spare`): on a redrawn p100 a 54 s job on 12 GPUs waited
+2.6 minutes beside blocks of 6, 8 and 16 GPUs and set the cell's largest
+slow-down (cut 24 %). Only that far past the target: without the
+threshold 16-GPU jobs one after another each held a 24-GPU block, 8 GPUs
+idle, and the shared k80 w2 multi-GPU cell fell 4.6 points under `k8s`'s
+busy time; at 1.5 times the held-out grid lost 3 cells within 2 points
+(bench/scheduler/HISTORY.md round 40).
 
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
@@ -112,6 +122,8 @@ from gpufair.scheduler.policy.priority import job_key, wider_than_half
 STACK_RATIO = 0.5
 COVER_RATIO = 1.0
 WIDE_COVER_RATIO = 0.5
+SPARE_RATIO = 0.5  # GPUs a late cover may idle, per GPU it takes
+SPARE_TARGET = 2.0  # ... only for a newcomer that waiting takes past this many times the target
 IDLE_RATIO = 4.0  # a newcomer stacks unless its residents idle this many times what waiting would
 
 
@@ -200,6 +212,15 @@ def late_cover(job: FleetJob, choice: Choice, slack: np.ndarray, target: float) 
     if choice.waited <= target:
         return np.zeros_like(choice.free)
     return choice.free & (choice.score <= choice.waited) & (slack >= job.remaining_s())
+
+
+def late_spare(job: FleetJob, choice: Choice, target: float) -> int:
+    """How many GPUs a late cover may idle beyond the ones `job` takes: none
+    unless waiting would take it past `SPARE_TARGET` times the round's
+    slow-down `target` (module docstring)."""
+    if choice.waited <= SPARE_TARGET * target:
+        return 0
+    return int(SPARE_RATIO * job.num_gpus)
 
 
 def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray) -> bool:

@@ -172,12 +172,14 @@ def block_labels(members: Sequence[Sequence[int]], n_gpu: int) -> np.ndarray:
 
 
 def covering(labels: np.ndarray, ok: np.ndarray, occupied: np.ndarray,
-             need: int) -> tuple[int, ...] | None:
+             need: int, spare: int = 0) -> tuple[int, ...] | None:
     """`need` GPU positions (ascending) made of whole blocks (`block_labels`) all
     of whose GPUs are `ok`: the first sum to reach `need` with the empty GPUs
     tried first, then the largest blocks (so a block that alone makes up
-    `need` wins over empty GPUs plus a smaller block); None when no such
-    blocks add up to `need` GPUs."""
+    `need` wins over empty GPUs plus a smaller block). Where no blocks sum to
+    `need`, `need` GPUs, empty ones first, of the blocks with the smallest
+    sum up to `need + spare`: the rest idle, their residents held back. None
+    when no such blocks add up."""
     order = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     blocks = [b for b in np.split(order, cuts) if ok[b].all()]
@@ -185,8 +187,13 @@ def covering(labels: np.ndarray, ok: np.ndarray, occupied: np.ndarray,
     reach: dict[int, tuple[int, ...]] = {0: ()}  # GPUs taken -> the blocks taking them
     for i, block in enumerate(blocks):
         for total, used in list(reach.items()):
-            if total + len(block) <= need and total + len(block) not in reach:
+            if total + len(block) <= need + spare and total + len(block) not in reach:
                 reach[total + len(block)] = (*used, i)
         if need in reach:
             return tuple(sorted(int(x) for k in reach[need] for x in blocks[k]))
-    return None
+    over = [total for total in reach if total > need]
+    if not over:
+        return None
+    gpus = np.concatenate([blocks[k] for k in reach[min(over)]])
+    gpus = gpus[np.argsort(occupied[gpus], kind="stable")][:need]
+    return tuple(sorted(int(x) for x in gpus))
