@@ -79,6 +79,7 @@ none of their GPUs. Without the slack check a late cover near the end of
 a trace delayed the last jobs (the shared p100 w2 multi-GPU cell: busy
 time 4.7 points lower, makespan 1.07x; bench/scheduler/HISTORY.md round
 38).
+
 Where no whole blocks add up to its GPUs, a newcomer that waiting would
 take past `SPARE_TARGET` times the round's target takes them from blocks
 adding up to at most `SPARE_RATIO` more, whose other GPUs then idle while
@@ -86,9 +87,9 @@ it runs (`late_spare`): on a redrawn p100 a 54 s job on 12 GPUs waited
 2.6 minutes beside blocks of 6, 8 and 16 GPUs and set the cell's largest
 slow-down (cut 24 %). Only that far past the target: without the
 threshold 16-GPU jobs one after another each held a 24-GPU block, 8 GPUs
-idle, and the shared k80 w2 multi-GPU cell fell 4.6 points under `k8s`'s
-busy time; at 1.5 times the held-out grid lost 3 cells within 2 points
-(bench/scheduler/HISTORY.md round 40).
+idle, and the shared k80 w2 multi-GPU cell ended 4.0 points under `k8s`'s
+busy time (0.6 over before); at 1.5 times the held-out grid lost 3 cells
+within 2 points (bench/scheduler/HISTORY.md round 40).
 
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
