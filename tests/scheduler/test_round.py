@@ -673,6 +673,12 @@ def test_a_round_keeps_a_newcomer_off_a_wide_resident_it_would_idle_while_the_ta
         assert plan.admitted["new"][0] in {"g0", "g1", "g2", "g3"}
 
 
+def two_residents(arrival):
+    """Two 2-GPU jobs of 1,500 s alone with 1,000 s left, on g0-g1 and g2-g3."""
+    return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),
+            make_job("b", 2, arrival, 3e5, done=1e5, on=["g2", "g3"])]
+
+
 def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_that_stay_faster():
     # Two 2-GPU jobs (1,500 s alone, arrived at 0) hold the four GPUs for 1,000 s
     # more, and empty together: waiting idles no GPU, so no drain asks for covering.
@@ -680,18 +686,13 @@ def test_a_newcomer_that_waiting_would_make_the_slowest_holds_back_whole_blocks_
     # 800) / 800 = 3.0 by waiting, past the round's target (2.53). Held back for its
     # run, the two would end at (2,000 + 800 + 1,000) / 1,500 = 2.53: it covers them.
     gpus = [Gpu(f"g{i}") for i in range(4)]
-
-    def residents(arrival):
-        return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),
-                make_job("b", 2, arrival, 3e5, done=1e5, on=["g2", "g3"])]
-
     wide = make_job("wide", 4, 1400.0, 3.2e5)
-    plan = plan_round([*residents(0.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    plan = plan_round([*two_residents(0.0), wide], gpus, 2000.0, PRESETS["gpufair"])
     assert plan.admitted["wide"] == ("g0", "g1", "g2", "g3")
     assert plan.shares["b"] == (0.0, 0.0)
     # Had they arrived at -2,000 s, holding them back would end them at 3.87, slower
     # than the newcomer's wait makes it: it waits.
-    plan = plan_round([*residents(-2000.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    plan = plan_round([*two_residents(-2000.0), wide], gpus, 2000.0, PRESETS["gpufair"])
     assert "wide" not in plan.admitted and plan.queue[0].job == "wide"
     assert plan.shares["a"] == plan.shares["b"] == (1.0, 1.0)
 
@@ -703,18 +704,13 @@ def test_a_newcomer_far_past_the_target_covers_blocks_that_add_up_to_more_than_i
     # target 1.30: past twice that, it takes g0-g2 and the fourth GPU idles, b
     # held back with it (b ends at SD 1.40).
     gpus = [Gpu(f"g{i}") for i in range(4)]
-
-    def residents(arrival):
-        return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),
-                make_job("b", 2, arrival, 3e5, done=1e5, on=["g2", "g3"])]
-
     newcomer = make_job("new", 3, 2000.0, 1.8e5)
-    plan = plan_round([*residents(1500.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
+    plan = plan_round([*two_residents(1500.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
     assert plan.admitted == {"new": ("g0", "g1", "g2")}
     assert plan.shares["b"] == (0.0, 0.0)
     # Residents that arrived at 1,200 s make the target 1.50: 2.67 is past it, but
     # not twice, and idling a GPU is not worth it: it waits.
-    plan = plan_round([*residents(1200.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
+    plan = plan_round([*two_residents(1200.0), newcomer], gpus, 2000.0, PRESETS["gpufair"])
     assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["new"]
 
 
