@@ -758,10 +758,17 @@ def test_covering_takes_blocks_that_add_up_to_more_only_with_spare(spare, want):
     assert covering(labels, ok, np.ones(10, dtype=bool), 5, spare) == want
 
 
+def no_cover(job, choice, *_):
+    """`late_cover` or `early_cover` turned off: no GPUs."""
+    return np.zeros_like(choice.free)
+
+
 def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(monkeypatch):
     # Late covering (tested above) would cover for each newcomer here, as each would
     # wait past the round's target while the residents are 100 times longer: off.
-    monkeypatch.setattr(admission, "late_cover", lambda job, choice, *_: np.zeros_like(choice.free))
+    # So is early covering (tested below), which would take them for `longer`.
+    monkeypatch.setattr(admission, "late_cover", no_cover)
+    monkeypatch.setattr(admission, "early_cover", no_cover)
     # Two 2-GPU jobs hold the four GPUs, one for 1,000 s more and one for 3,000 s.
     # A 4-GPU job of 800 s that has waited 2,000 s is more urgent than both: waiting
     # for the second to end would idle the first one's GPUs for 2,000 s, more than
@@ -797,3 +804,34 @@ def test_a_wide_job_that_would_wait_for_a_long_drain_takes_whole_blocks_at_once(
     plan = plan_round([first, second, halved], [*gpus, *(Gpu(f"spare{i}") for i in range(4))],
                       2000.0, PRESETS["gpufair"])
     assert "shorter" not in plan.admitted and plan.queue[0].job == "shorter"
+
+
+def test_a_wide_job_covers_a_shorter_drain_where_those_it_holds_back_stay_within_the_target(
+        monkeypatch):
+    monkeypatch.setattr(admission, "late_cover", no_cover)  # as above
+    # Two 2-GPU jobs of 4,000 s alone with 1,000 and 3,000 s left hold the four GPUs.
+    # Waiting for the second idles the first's GPUs for 4,000 GPU-seconds: under
+    # half a 4-GPU job's 8,400 (2,100 s alone; `WIDE_COVER_RATIO`), over a tenth
+    # (`WIDE_EARLY_RATIO`). Held back for its run, the second would end at SD
+    # (2,000 + 3,000 + 2,100) / 4,000 = 1.78, within the round's target (1.95, the
+    # newcomer's least reachable slow-down): it takes all four at once.
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+
+    def residents(arrival):
+        return [make_job("first", 2, arrival, 8e5, done=6e5, on=["g0", "g1"]),
+                make_job("second", 2, arrival, 8e5, done=2e5, on=["g2", "g3"])]
+
+    wide = make_job("wide", 4, 0.0, 8.4e5)
+    plan = plan_round([*residents(0.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {"wide": ("g0", "g1", "g2", "g3")}
+    assert plan.shares["first"] == plan.shares["second"] == (0.0, 0.0)
+    # Residents that arrived at -2,000 s would end at 2.28, past the target (2.03).
+    plan = plan_round([*residents(-2000.0), wide], gpus, 2000.0, PRESETS["gpufair"])
+    assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["wide"]
+    # On eight GPUs it needs half the cluster, not more: the drain must idle half
+    # its GPU time, as for any narrower job.
+    halved = replace(wide, gpus_allowed=frozenset(g.name for g in gpus))
+    plan = plan_round([*residents(0.0), halved],
+                      [*gpus, *(Gpu(f"spare{i}") for i in range(4))], 2000.0,
+                      PRESETS["gpufair"])
+    assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["wide"]

@@ -44,8 +44,8 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.arrival import drains, hold_back_reason, late_cover, late_spare, \
-    outlook, paced_choice, wait_start
+from gpufair.scheduler.policy.arrival import drains, early_cover, hold_back_reason, late_cover, \
+    late_spare, outlook, paced_choice, wait_start
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -191,6 +191,12 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
             return got
     # A starting job's slow-down clock stands still until it steps (`fleetview`), so
     # holding it back would look free, and its trainers are launching: not covered.
+    early = early_cover(job, choice, room, look.empty_at, look.slack, board.target)
+    early &= ~look.starting
+    if early.any():  # a shorter drain, those held back within the target (`arrival.py`)
+        got = covering(board.blocks(), early, board.count > 0, job.num_gpus)
+        if got is not None:
+            return got
     late = late_cover(job, choice, look.slack, board.target) & ~look.starting
     if late.any():  # waiting would set the largest SD: whole blocks (`arrival.py`)
         got = covering(board.blocks(), late, board.count > 0, job.num_gpus,

@@ -62,7 +62,13 @@ once that idle time passes half its GPU time (`WIDE_COVER_RATIO`): no job
 as wide runs beside it, so the GPUs it waits for can only idle or run
 narrower jobs that leave before the last one empties. Not on any drain:
 then a 12-GPU job on 16 held a 6-GPU job that was about to end for its
-whole run (HISTORY.md round 30).
+whole run (HISTORY.md round 30). It covers on a shorter drain too, one
+idling more than `WIDE_EARLY_RATIO` of its GPU time, where every job it
+holds back ends within the round's slow-down target and the makespan
+goal's slack (`early_cover`, a round only): on 16 GPUs `k8s` starts such
+a job at once, time-sliced, while waiting left GPUs empty 6-8 % of the
+time, and a fixed lower ratio had held back residents near their end
+(a cut of 18 %; HISTORY.md rounds 36 and 41).
 Covering asks only that the newcomer be the more urgent there: it does not
 check the makespan goal's slack the polite rule checks.
 
@@ -123,6 +129,7 @@ from gpufair.scheduler.policy.priority import job_key, wider_than_half
 STACK_RATIO = 0.5
 COVER_RATIO = 1.0
 WIDE_COVER_RATIO = 0.5
+WIDE_EARLY_RATIO = 0.1  # ... or this, where those it holds back stay within the target
 SPARE_RATIO = 0.5  # GPUs a late cover may idle, per GPU it takes
 SPARE_TARGET = 2.0  # ... only for a newcomer that waiting takes past this many times the target
 IDLE_RATIO = 4.0  # a newcomer stacks unless its residents idle this many times what waiting would
@@ -224,16 +231,32 @@ def late_spare(job: FleetJob, choice: Choice, target: float) -> int:
     return int(SPARE_RATIO * job.num_gpus)
 
 
-def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray) -> bool:
+def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray,
+           ratio: float | None = None) -> bool:
     """Would the GPUs `job` waits for idle, until the last of them empties,
-    longer in all than `COVER_RATIO` times its own GPU time (`WIDE_COVER_RATIO`
-    for a job wider than half the cluster; module docstring)? Arrays by GPU."""
+    longer in all than `ratio` times its own GPU time (default `COVER_RATIO`,
+    `WIDE_COVER_RATIO` for a job wider than half the cluster; module
+    docstring)? Arrays by GPU."""
     n = job.num_gpus
     if room.sum() < n:
         return False
     first = np.sort(empty_at[room])[:n]
-    ratio = WIDE_COVER_RATIO if wider_than_half(n, len(room)) else COVER_RATIO
+    if ratio is None:
+        ratio = WIDE_COVER_RATIO if wider_than_half(n, len(room)) else COVER_RATIO
     return float(np.sum(first[-1] - first)) > ratio * n * job.remaining_s()
+
+
+def early_cover(job: FleetJob, choice: Choice, room: np.ndarray, empty_at: np.ndarray,
+                slack: np.ndarray, target: float) -> np.ndarray:
+    """The GPUs whose residents a job wider than half the cluster may hold
+    back for its whole run on a drain that idles more than `WIDE_EARLY_RATIO`
+    of its GPU time (module docstring): where it could run at once
+    (`choice.free`) and the job it holds back would end within the round's
+    slow-down `target` and the makespan goal's `slack`. Empty otherwise."""
+    if not (wider_than_half(job.num_gpus, len(room))
+            and drains(job, room, empty_at, WIDE_EARLY_RATIO)):
+        return np.zeros_like(choice.free)
+    return choice.free & (choice.score <= target) & (slack >= job.remaining_s())
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
