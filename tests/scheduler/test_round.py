@@ -828,8 +828,8 @@ def test_a_wide_job_covers_a_shorter_drain_where_those_it_holds_back_stay_within
     # Residents that arrived at -2,000 s would end at 2.28, past the target (2.03).
     plan = plan_round([*residents(-2000.0), wide], gpus, 2000.0, PRESETS["gpufair"])
     assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["wide"]
-    # On eight GPUs it needs half the cluster, not more: the drain must idle half
-    # its GPU time, as for any narrower job.
+    # On eight GPUs it needs half the cluster, not more: the drain must idle its
+    # whole GPU time (`COVER_RATIO`), as for any job that narrow.
     halved = replace(wide, gpus_allowed=frozenset(g.name for g in gpus))
     plan = plan_round([*residents(0.0), halved],
                       [*gpus, *(Gpu(f"spare{i}") for i in range(4))], 2000.0,
