@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from gpufair.common.errors import InvalidArgument
 from gpufair.scheduler.policy import admission
 from gpufair.scheduler.policy.admission import plan_round
-from gpufair.scheduler.policy.arrival import hold_back_reason, idled, paced_choice, place_arrival
+from gpufair.scheduler.policy.arrival import Choice, early_cover, hold_back_reason, idled, \
+    paced_choice, place_arrival
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import PRESETS, FleetJob, Gpu, Levers, NoInterference
 from gpufair.scheduler.policy.model import even_split
@@ -835,3 +836,26 @@ def test_a_wide_job_covers_a_shorter_drain_where_those_it_holds_back_stay_within
                       [*gpus, *(Gpu(f"spare{i}") for i in range(4))], 2000.0,
                       PRESETS["gpufair"])
     assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["wide"]
+
+
+@pytest.mark.parametrize("waited, target, want", [
+    (2.0, 5.0, [True] * 4),
+    (1.5, 5.0, [True, True, False, False]),  # the second would end slower than it waits
+    (2.0, 1.5, [True, True, False, False]),  # ... or past the round's target
+])
+def test_early_cover_holds_back_no_one_past_the_target_or_the_newcomers_wait(
+        waited, target, want):
+    # As above: GPUs g0-g1 empty in 1,000 s, g2-g3 in 3,000 s; held back for the
+    # 4-GPU newcomer's 2,100 s, their jobs would end at SD 1.3 and 1.78.
+    job = make_job("wide", 4, 0.0, 8.4e5)
+    room, free = np.ones(4, dtype=bool), np.ones(4, dtype=bool)
+    choice = Choice(None, free, free, np.array([1.3, 1.3, 1.78, 1.78]), waited=waited)
+    empty_at = np.array([1000.0, 1000.0, 3000.0, 3000.0])
+    got = early_cover(job, choice, room, empty_at, np.full(4, 1e9), target)
+    assert got.tolist() == want
+    # A 2-GPU job of 2,100 s waiting for g1 (g0 idling 3,000 s, over a tenth of its
+    # 4,200 GPU-seconds) is not wider than half the four GPUs: no early cover.
+    narrow = make_job("narrow", 2, 0.0, 4.2e5)
+    drain = np.array([0.0, 3000.0, 3000.0, 3000.0])
+    assert not early_cover(narrow, choice, room, drain, np.full(4, 1e9), target).any()
+    assert early_cover(job, choice, room, drain, np.full(4, 1e9), target).any()

@@ -64,11 +64,14 @@ narrower jobs that leave before the last one empties. Not on any drain:
 then a 12-GPU job on 16 held a 6-GPU job that was about to end for its
 whole run (HISTORY.md round 30). It covers on a shorter drain too, one
 idling more than `WIDE_EARLY_RATIO` of its GPU time, where every job it
-holds back ends within the round's slow-down target and the makespan
-goal's slack (`early_cover`, a round only): on 16 GPUs `k8s` starts such
-a job at once, time-sliced, while waiting left GPUs empty 6-8 % of the
-time, and a fixed lower ratio had held back residents near their end
-(a cut of 18 %; HISTORY.md rounds 36 and 41).
+holds back ends within the round's slow-down target, no slower than the
+newcomer would by waiting, and within the makespan goal's slack
+(`early_cover`, a round only): on 16 GPUs `k8s` starts such a job at
+once, time-sliced, while waiting left GPUs empty 6-8 % of the time, and a
+fixed lower ratio had held back residents near their end (a cut of 18 %).
+Without the second check, in an overloaded cell where the target is
+large, wide jobs took turns ahead of 12-GPU jobs that had waited longer
+(a redrawn k80 on 16 GPUs: cut 47 -> 25 %; HISTORY.md rounds 36 and 41).
 Covering asks only that the newcomer be the more urgent there: it does not
 check the makespan goal's slack the polite rule checks.
 
@@ -252,11 +255,14 @@ def early_cover(job: FleetJob, choice: Choice, room: np.ndarray, empty_at: np.nd
     back for its whole run on a drain that idles more than `WIDE_EARLY_RATIO`
     of its GPU time (module docstring): where it could run at once
     (`choice.free`) and the job it holds back would end within the round's
-    slow-down `target` and the makespan goal's `slack`. Empty otherwise."""
+    slow-down `target`, no slower than the newcomer would by waiting
+    (`choice.waited`), and within the makespan goal's `slack`. Empty
+    otherwise."""
     if not (wider_than_half(job.num_gpus, len(room))
             and drains(job, room, empty_at, WIDE_EARLY_RATIO)):
         return np.zeros_like(choice.free)
-    return choice.free & (choice.score <= target) & (slack >= job.remaining_s())
+    return choice.free & (choice.score <= min(target, choice.waited)) \
+        & (slack >= job.remaining_s())
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
