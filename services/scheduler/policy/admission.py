@@ -193,7 +193,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     # holding it back would look free, and its trainers are launching: not covered.
     early = early_cover(job, choice, room, look.empty_at, look.slack, board.target)
     early &= ~look.starting
-    if early.any():  # a shorter drain, those held back within the target (`arrival.py`)
+    if early.any():  # a shorter drain, those held back no slower (`arrival.py`)
         got = covering(board.blocks(), early, board.count > 0, job.num_gpus)
         if got is not None:
             return got

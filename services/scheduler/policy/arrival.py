@@ -222,7 +222,14 @@ def late_cover(job: FleetJob, choice: Choice, slack: np.ndarray, target: float) 
     slow-down `target`."""
     if choice.waited <= target:
         return np.zeros_like(choice.free)
-    return choice.free & (choice.score <= choice.waited) & (slack >= job.remaining_s())
+    return _coverable(job, choice, slack, choice.waited)
+
+
+def _coverable(job: FleetJob, choice: Choice, slack: np.ndarray, sd: float) -> np.ndarray:
+    """Where `job` could run at once and the job it holds back there for its
+    whole run would end at slow-down `sd` or less and within the makespan
+    goal's `slack`."""
+    return choice.free & (choice.score <= sd) & (slack >= job.remaining_s())
 
 
 def late_spare(job: FleetJob, choice: Choice, target: float) -> int:
@@ -261,8 +268,7 @@ def early_cover(job: FleetJob, choice: Choice, room: np.ndarray, empty_at: np.nd
     if not (wider_than_half(job.num_gpus, len(room))
             and drains(job, room, empty_at, WIDE_EARLY_RATIO)):
         return np.zeros_like(choice.free)
-    return choice.free & (choice.score <= min(target, choice.waited)) \
-        & (slack >= job.remaining_s())
+    return _coverable(job, choice, slack, min(target, choice.waited))
 
 
 def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> str:
