@@ -246,6 +246,39 @@ def test_a_job_that_can_share_with_no_resident_reserves_the_gpus_that_empty_firs
     assert list(board.backfill(1e4)) == [True, False, False]
 
 
+@pytest.mark.parametrize("model, now, first, spare, worse, drain, reserved", [
+    ("x", 12_000.0, True, 0, False, 100.0, True),  # only empty GPUs take it; waited its time alone
+    ("m", 12_000.0, True, 0, False, 100.0, False),  # it can share: the residents' GPUs take it
+    ("x", 5_000.0, True, 0, False, 100.0, False),  # it has not yet waited its time alone
+    ("x", 12_000.0, False, 0, False, 100.0, False),  # a more urgent job waits ahead of it
+    ("x", 12_000.0, True, 1, False, 100.0, False),  # it needs half the cluster, not more
+    ("x", 12_000.0, True, 0, True, 100.0, False),  # a job behind it would end slower
+    ("x", 12_000.0, True, 0, False, 20_400.0, False),  # the drain idles over its GPU time
+])
+def test_the_first_waiting_job_wider_than_half_the_cluster_reserves_empty_gpus_before_risk(
+        model, now, first, spare, worse, drain, reserved):
+    # 'x' cannot share with 'y'. A 2-GPU job of 10,000 s alone is far from risk at
+    # slow-down target 100; without a reservation narrower jobs would take every GPU
+    # that empties while the target, rising, keeps its deadline ahead. g1 empties
+    # `drain` seconds after g0: waiting for both idles g0 that long, against the
+    # job's 20,000 GPU-seconds.
+    gpus = [Gpu(f"g{i}") for i in range(3 + spare)]
+    residents = [make_job(f"y{i}", 1, 0.0, 1e5, on=[g.name], model="y") for i, g in enumerate(gpus)]
+    wide = make_job("wide", 2, 0.0, 2e6, model=model)
+    # A 100 s job that arrived with it would end at SD 121 started now; the wide one at 2.2.
+    behind = [make_job("short", 1, 0.0, 1e4)] if worse else []
+    board = Board([*residents, wide, *behind], gpus, now, PRESETS["gpufair"], Models(), 0)
+    board.target, board.goal = 100.0, float("inf")
+    assert not board.at_risk(wide)
+    if not first:
+        board.enqueue(make_job("ahead", 1, 0.0, 1e5), 0.0, "behind more urgent jobs")
+    empty_at = np.array([100.0, 100.0 + drain, 1e5, 1e5][:len(gpus)])
+    board.wait(wide, np.full(len(gpus), 5e5), "no room", empty_at=empty_at)
+    assert (board.reserved_for == "wide") is reserved
+    if reserved:
+        assert list(board.reserved) == [True, True, False] and board.release_s == 200.0
+
+
 def test_a_job_that_can_share_with_no_resident_waits_for_gpus_to_empty_in_every_path():
     # Three 'y' jobs hold every GPU, 100, 200 and 300 s from done (rate 100/s),
     # and 'x' cannot share with 'y': a 2-GPU 'x' job can start once the second
