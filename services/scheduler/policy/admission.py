@@ -18,9 +18,10 @@ GPUs to use their idle ones (`Filler.lend`), never from a job that a more
 urgent held job waits for: slowing it would delay that job too.
 
 No starvation: under the `sd` queue the most urgent job that cannot start
-gets a reservation once it is at risk (`board.RESERVE_LAXITY`), and later
-jobs use its GPUs only when they will be done before it can start (EASY
-backfilling). If it cannot share a GPU with the jobs there (a pair
+gets a reservation once it is at risk (`board.RESERVE_LAXITY`), or, wider
+than half the cluster and able to share too few GPUs, once it starves
+(`Board.starving`), and later jobs use its GPUs only when they will be done
+before it can start (EASY backfilling). If it cannot share a GPU with the jobs there (a pair
 measured unable to co-run), it waits for GPUs to empty, and their
 residents take its place in the order (`Board.inherit`): else pacing
 holds them back for less urgent jobs and the GPUs do not empty (a
