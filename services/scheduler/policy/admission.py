@@ -21,10 +21,10 @@ No starvation: under the `sd` queue the most urgent job that cannot start
 gets a reservation once it is at risk (`board.RESERVE_LAXITY`), or, wider
 than half the cluster and able to share too few GPUs, once it starves
 (`Board.starving`), and later jobs use its GPUs only when they will be done
-before it can start (EASY backfilling). If it cannot share a GPU with the jobs there (a pair
-measured unable to co-run), it waits for GPUs to empty, and their
-residents take its place in the order (`Board.inherit`): else pacing
-holds them back for less urgent jobs and the GPUs do not empty (a
+before it can start (EASY backfilling). If it cannot share a GPU with the
+jobs there (a pair measured unable to co-run), it waits for GPUs to empty,
+and their residents take its place in the order (`Board.inherit`): else
+pacing holds them back for less urgent jobs and the GPUs do not empty (a
 redrawn GPU type with a fifth of its pairs unable to co-run: a 30 s job
 waited 23 minutes; bench/scheduler/HISTORY.md round 28). Before the walk,
 a waiting job whose latest start for the makespan goal has come takes

@@ -124,7 +124,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gpufair.scheduler.policy.board import Board, available_at, earliest_start
+from gpufair.scheduler.policy.board import Board, available_at, drain_idle, earliest_start
 from gpufair.scheduler.policy.fleet import FleetJob, Interference, Levers
 from gpufair.scheduler.policy.placement import choose, covering, gang_gpus
 from gpufair.scheduler.policy.priority import job_key, wider_than_half
@@ -250,10 +250,9 @@ def drains(job: FleetJob, room: np.ndarray, empty_at: np.ndarray,
     n = job.num_gpus
     if room.sum() < n:
         return False
-    first = np.sort(empty_at[room])[:n]
     if ratio is None:
         ratio = WIDE_COVER_RATIO if wider_than_half(n, len(room)) else COVER_RATIO
-    return float(np.sum(first[-1] - first)) > ratio * n * job.remaining_s()
+    return drain_idle(empty_at[room], n) > ratio * n * job.remaining_s()
 
 
 def early_cover(job: FleetJob, choice: Choice, room: np.ndarray, empty_at: np.ndarray,

@@ -38,6 +38,13 @@ def earliest_start(avail: np.ndarray, need: int) -> float:
     return float(np.sort(avail)[need - 1]) if need <= len(avail) else float("inf")
 
 
+def drain_idle(empty_at: np.ndarray, need: int) -> float:
+    """GPU-seconds the `need` GPUs that empty first (`empty_at`, seconds from
+    now) idle until the last of them does."""
+    first = np.sort(empty_at)[:need]
+    return float(np.sum(first[-1] - first))
+
+
 class Board:
     """Per-GPU state of one round, GPUs by position in the round's list."""
 
@@ -221,12 +228,11 @@ class Board:
         if len(ok) < job.num_gpus:
             return
         pick = ok[np.argsort(free_at[ok], kind="stable")[:job.num_gpus]]
-        release = float(free_at[pick].max())
-        if not risk and float(np.sum(release - free_at[pick])) > job.num_gpus * job.remaining_s():
+        if not risk and drain_idle(free_at[pick], job.num_gpus) > job.num_gpus * job.remaining_s():
             return
         self.reserved[pick] = True
         self.reserved_for = job.job
-        self.release_s = release
+        self.release_s = float(free_at[pick].max())
 
     def behind(self, job: FleetJob) -> bool:
         """Under `fifo-strict`, queue `job` behind the first job that waits
