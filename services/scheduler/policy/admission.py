@@ -201,7 +201,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     late = late_cover(job, choice, look.slack, board.target) & ~look.starting
     if late.any():  # waiting would set the largest SD: whole blocks (`arrival.py`)
         got = covering(board.blocks(), late, board.count > 0, job.num_gpus,
-                       late_spare(job, choice, board.target))
+                       late_spare(job, choice, board.target, board.now))
         if got is not None:
             return got
     running = [name for g in np.flatnonzero(room) for name in filler.running(g)]

@@ -135,6 +135,8 @@ WIDE_COVER_RATIO = 0.5
 WIDE_EARLY_RATIO = 0.1  # ... or this, where those it holds back stay within the target
 SPARE_RATIO = 0.5  # GPUs a late cover may idle, per GPU it takes
 SPARE_TARGET = 2.0  # ... only for a newcomer that waiting takes past this many times the target
+SPARE_WAIT = 2.0  # ... or one that has waited this many times the exclusive time it needs
+SPARE_NEAR = 1.25  # ... and that waiting takes past this many times the target
 IDLE_RATIO = 4.0  # a newcomer stacks unless its residents idle this many times what waiting would
 
 
@@ -232,11 +234,14 @@ def _coverable(job: FleetJob, choice: Choice, slack: np.ndarray, sd: float) -> n
     return choice.free & (choice.score <= sd) & (slack >= job.remaining_s())
 
 
-def late_spare(job: FleetJob, choice: Choice, target: float) -> int:
+def late_spare(job: FleetJob, choice: Choice, target: float, now: float) -> int:
     """How many GPUs a late cover may idle beyond the ones `job` takes: none
     unless waiting would take it past `SPARE_TARGET` times the round's
-    slow-down `target` (module docstring)."""
-    if choice.waited <= SPARE_TARGET * target:
+    slow-down `target`, or past `SPARE_NEAR` times it once it has waited
+    `SPARE_WAIT` times the exclusive time it still needs (module docstring)."""
+    long_wait = (now - job.arrival_s >= SPARE_WAIT * job.remaining_s()
+                 and choice.waited > SPARE_NEAR * target)
+    if choice.waited <= SPARE_TARGET * target and not long_wait:
         return 0
     return int(SPARE_RATIO * job.num_gpus)
 
