@@ -748,6 +748,29 @@ def test_a_newcomer_far_past_the_target_covers_blocks_that_add_up_to_more_than_i
     assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["new"]
 
 
+@pytest.mark.parametrize("residents_at, arrival, placed", [
+    (1200.0, 800.0, True),
+    (1200.0, 1000.0, False),  # it has waited less than twice the 600 s it needs
+    (-3000.0, 800.0, False),  # waiting takes it only 1.09x past the target
+])
+def test_a_newcomer_that_has_waited_twice_its_time_covers_blocks_past_a_nearer_target(
+        residents_at, arrival, placed):
+    # As above, but the 3-GPU newcomer of 600 s arrived at 800 s: waiting the
+    # 1,000 s would end it at SD (1,200 + 1,000 + 600) / 600 = 4.67. The round's
+    # target, at least its own least reachable SD (3.0), rises as it waits, so
+    # twice the target never comes; it has waited twice the time it needs, and 4.67
+    # is past 1.25 times the target: it takes g0-g2, the fourth GPU idle.
+    gpus = [Gpu(f"g{i}") for i in range(4)]
+    newcomer = make_job("new", 3, arrival, 1.8e5)
+    plan = plan_round([*two_residents(residents_at), newcomer], gpus, 2000.0,
+                      PRESETS["gpufair"])
+    if placed:
+        assert plan.admitted == {"new": ("g0", "g1", "g2")}
+        assert plan.shares["b"] == (0.0, 0.0)
+    else:
+        assert plan.admitted == {} and [entry.job for entry in plan.queue] == ["new"]
+
+
 def test_late_covering_leaves_alone_a_job_still_starting():
     # A live submission placed on both GPUs, its trainers still starting: its
     # slow-down clock stands still until it steps (arrival 1,999 s at 2,000 s). A

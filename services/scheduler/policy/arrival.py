@@ -98,7 +98,20 @@ slow-down (cut 24 %). Only that far past the target: without the
 threshold 16-GPU jobs one after another each held a 24-GPU block, 8 GPUs
 idle, and the shared k80 w2 multi-GPU cell ended 4.0 points under `k8s`'s
 busy time (0.6 over before); at 1.5 times the held-out grid lost 3 cells
-within 2 points (bench/scheduler/HISTORY.md round 40).
+within 2 points (bench/scheduler/HISTORY.md round 40). So does a newcomer
+that has already waited `SPARE_WAIT` times the exclusive time it needs and
+that waiting would take past `SPARE_NEAR` times the target. The target is
+at least every job's least reachable slow-down, the newcomer's own
+included, so it rises as a short job waits and twice it never comes; and
+the wait it has had is a fact, where the wait ahead is an estimate from
+the residents' exclusive time, which a resident held back on one of its
+GPUs takes longer to use: on a redrawn p100 on 16 GPUs a 38 s job on 12
+GPUs waited 3.4 minutes for a 16-GPU job estimated to end in 70 s, at
+1.3-1.6 times the target (cut 12.8 -> 48.9 %). Not on the wait alone: in
+an overloaded cell every job has waited that long, its covers come within
+1.1 times the target, and spare GPUs for them took the shared k80 w2
+multi-GPU cell from 1.0 over `k8s`'s busy time to 2.6 under (HISTORY.md
+rounds 42 and 43).
 
 A polite set is still refused where holding its residents back idles more
 than waiting would (a round only: it knows which residents a newcomer would
