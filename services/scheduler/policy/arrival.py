@@ -107,7 +107,7 @@ the wait it has had is a fact, where the wait ahead is an estimate from
 the residents' exclusive time, which a resident held back on one of its
 GPUs takes longer to use: on a redrawn p100 on 16 GPUs a 38 s job on 12
 GPUs waited 3.4 minutes for a 16-GPU job estimated to end in 70 s, at
-1.3-1.6 times the target (cut 12.8 -> 48.9 %). Not on the wait alone: in
+1.1-1.6 times the target (cut 12.8 -> 48.9 %). Not on the wait alone: in
 an overloaded cell every job has waited that long, its covers come within
 1.1 times the target, and spare GPUs for them took the shared k80 w2
 multi-GPU cell from 1.0 over `k8s`'s busy time to 2.6 under (HISTORY.md
