@@ -707,6 +707,31 @@ def test_a_round_keeps_a_newcomer_off_a_wide_resident_it_would_idle_while_the_ta
         assert plan.admitted["new"][0] in {"g0", "g1", "g2", "g3"}
 
 
+@pytest.mark.parametrize("held_s, placed", [(50.0, False), (300.0, True)])
+def test_a_newcomer_that_outlasts_a_wide_residents_hold_counts_the_gpus_it_keeps_idle(
+        held_s, placed):
+    """The 4-GPU resident of the test above is held back on g0 by a more
+    urgent 1-GPU job with `held_s` left. A 100 s newcomer on g1-g3 idles
+    nothing more while that job runs longer than it (it stacks, as
+    before); where it would outlast that hold, it keeps the resident's
+    other three GPUs idle past it, and waits as it would beside a resident
+    held by nobody (stacked one after another, such newcomers kept a
+    16-GPU job held for 7.5 times its run)."""
+    gpus = [Gpu(f"g{i}") for i in range(6)]
+    jobs = [make_job("wide", 4, 2900.0, 4.4e5, done=4e4, on=["g0", "g1", "g2", "g3"]),
+            make_job("urgent", 1, -3000.0, 1e4 + 100.0 * held_s, done=1e4, on=["g0"]),
+            make_job("x", 1, 2990.0, 1e4, done=5e3, on=["g4"], model="x"),
+            make_job("long", 1, 2900.0, 2.01e6, done=1e4, on=["g5"]),
+            make_job("new", 1, 3000.0, 1e4, model="y")]
+    plan = plan_round(jobs, gpus, 3000.0, PRESETS["gpufair"], Models())
+    if placed:
+        assert plan.admitted["new"][0] in {"g1", "g2", "g3"}
+    else:
+        assert "new" not in plan.admitted
+        (entry,) = plan.queue
+        assert entry.job == "new" and "other 3 GPUs would then idle" in entry.reason
+
+
 def two_residents(arrival):
     """Two 2-GPU jobs of 1,500 s alone with 1,000 s left, on g0-g1 and g2-g3."""
     return [make_job("a", 2, arrival, 3e5, done=1e5, on=["g0", "g1"]),

@@ -118,16 +118,18 @@ class _GpuState:
         self.top_sd[g] = k.sd_alone_from(self._board.now)
         self.top_per_s[g] = 1.0 / k.alone_s()
 
-    def gangs(self, free: np.ndarray) -> np.ndarray:
-        """Per GPU, the job a newcomer there would newly hold back, as its index
-        (-1: none; an empty GPU, or its next resident is already held back on
-        another of its GPUs, which then idles anyway)."""
+    def gangs(self, free: np.ndarray, seconds: float) -> np.ndarray:
+        """Per GPU, the job a newcomer needing `seconds` there would hold back
+        longer, as its index (-1: none; an empty GPU, or its next resident is
+        already held back on another of its GPUs, by jobs that run at least
+        that long, so its GPUs idle that long anyway)."""
         jobs, pos = self._board.jobs, self._board.pos
         out = np.full(len(self._queues), -1)
         for g, q in enumerate(self._queues):
             if self._head[g] < len(q):
                 k = q[self._head[g]]
-                if all(free[pos[d]] for d in jobs[k].gpus):
+                held = [self.busy_until[pos[d]] for d in jobs[k].gpus if not free[pos[d]]]
+                if not held or seconds > max(held):
                     out[g] = k
         return out
 
@@ -180,7 +182,8 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
     free = filler.left >= _FULL
     choice = paced_choice(job, room, free, look.shortest, look.slack,
                           look.top_sd, look.top_per_s, board.count, board.rng, board.node,
-                          board.cached(job), look.gangs(free), goal_left=look.goal - board.now,
+                          board.cached(job), look.gangs(free, job.remaining_s()),
+                          goal_left=look.goal - board.now,
                           wait_from=wait_start(look.empty_at, room, job.num_gpus),
                           now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd,
                           held=look.held(free), target=board.target)

@@ -120,7 +120,12 @@ idle outside the set (`idled`), times the newcomer's time, against `IDLE_RATIO`
 times the set's empty GPUs times its wait for GPUs to empty
 (`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
 the other 11 for its whole run, while waiting would idle only the GPUs
-it later takes. Only where waiting keeps it within the round's target:
+it later takes. A resident held back already on another of its GPUs
+counts too where the newcomer would outlast that hold: otherwise short
+jobs stack one after another on a 16-GPU job's free GPUs, each within
+the hold the one before left, and kept it from 1,700 s of work for
+12,600 s, most of its GPUs idle (a k80 w2 multi-GPU cell at arrivals /
+4: 4.8 % of the cluster's time; HISTORY.md round 44). Only where waiting keeps it within the round's target:
 past that the wait is the slow-down the order exists to prevent.
 Measured against `k8s`'s mean over four tie-break draws it kept or
 raised the cells within 2 points of utilisation on every input, the
@@ -213,9 +218,10 @@ def idled(got: Sequence[int], gang: np.ndarray) -> int:
     """The GPUs that the residents a newcomer on `got` newly holds back
     (`gang`, per GPU; -1: none) idle outside `got`: each one's GPUs in
     `gang` less those in `got`. Not its width: on a GPU where it is already
-    held back (`gang` names no one, or another job) it idles nothing more,
-    as placement's `_fewest_idled` counts (the shared k80 w3 multi-GPU cell
-    -2.0 -> within 2 points of `k8s`'s busy time; HISTORY.md round 36)."""
+    held back, by jobs that run at least as long as the newcomer (`gang`
+    names no one, or another job), it idles nothing more, as placement's
+    `_fewest_idled` counts (the shared k80 w3 multi-GPU cell -2.0 -> within
+    2 points of `k8s`'s busy time; HISTORY.md round 36)."""
     held = gang[list(got)]
     ids, taken = np.unique(held[held >= 0], return_counts=True)
     return int((gang_gpus(gang)[ids] - taken).sum())

@@ -22,7 +22,8 @@ share a GPU with (a pair measured unable to co-run). None means fewer than
   `gang`: per GPU the resident a newcomer there would newly hold back, -1
   for none) the GPUs that idle the fewest others first: a held multi-GPU
   job idles every GPU of its own, so a newcomer takes GPUs whose resident
-  is held already or all of one resident's GPUs before part of another's;
+  is held already (for at least the newcomer's time) or all of one
+  resident's GPUs before part of another's;
   then the GPUs holding the fewest jobs, the lowest scores and numbers.
 
 `covering` is the other way a waiting job may go (`arrival.drains` says
