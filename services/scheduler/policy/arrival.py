@@ -120,19 +120,19 @@ idle outside the set (`idled`), times the newcomer's time, against `IDLE_RATIO`
 times the set's empty GPUs times its wait for GPUs to empty
 (`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
 the other 11 for its whole run, while waiting would idle only the GPUs
-it later takes. A resident held back already on another of its GPUs
-counts too where the newcomer would outlast that hold: otherwise short
-jobs stack one after another on a 16-GPU job's free GPUs, each within
-the hold the one before left, and kept it from 1,700 s of work for
-12,600 s, most of its GPUs idle (a k80 w2 multi-GPU cell at arrivals /
-4: 4.8 % of the cluster's time; HISTORY.md round 44). Only where waiting keeps it within the round's target:
+it later takes. Only where waiting keeps it within the round's target:
 past that the wait is the slow-down the order exists to prevent.
 Measured against `k8s`'s mean over four tie-break draws it kept or
 raised the cells within 2 points of utilisation on every input, the
 shared mixes 10 -> 11 of 11, and lifted the tuned grid's smallest cut
 27.4 -> 41.9 % (bench/scheduler/HISTORY.md rounds 33-35); at
 `IDLE_RATIO` 1 the shared k80 w2 multi-GPU cell fell 2.6 points under
-`k8s`'s busy time.
+`k8s`'s busy time. A resident held back already on another of its GPUs
+counts too where the newcomer would outlast that hold: else short jobs
+stacked one after another on a 16-GPU job's free GPUs, each within the
+hold the one before left, and kept it from 1,700 s of work for 12,600
+s, most of its GPUs idle (a k80 w2 multi-GPU cell at arrivals / 4: 4.8
+% of the cluster's time; HISTORY.md round 44).
 """
 
 from __future__ import annotations
