@@ -86,7 +86,7 @@ class _GpuState:
         self._head = [0] * n_gpu
         self._done: set[int] = set()
         self._board = board
-        self._members: np.ndarray | None = None  # `held`'s, built on first use
+        self._members: np.ndarray | None = None  # `_member_arrays`, built on first use
         for g, there in enumerate(board.residents):
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
@@ -123,15 +123,24 @@ class _GpuState:
         longer, as its index (-1: none; an empty GPU, or its next resident is
         already held back on another of its GPUs, by jobs that run at least
         that long, so its GPUs idle that long anyway)."""
-        jobs, pos = self._board.jobs, self._board.pos
-        out = np.full(len(self._queues), -1)
-        for g, q in enumerate(self._queues):
-            if self._head[g] < len(q):
-                k = q[self._head[g]]
-                held = [self.busy_until[pos[d]] for d in jobs[k].gpus if not free[pos[d]]]
-                if not held or seconds > max(held):
-                    out[g] = k
-        return out
+        heads = np.array([q[h] if h < len(q) else -1 for q, h in zip(self._queues, self._head)],
+                         dtype=int)
+        job, gpu = self._member_arrays()
+        # Per job, whether it is held back on any GPU of its own and until when.
+        held = np.zeros(len(self._board.jobs) + 1, dtype=bool)
+        until = np.zeros(len(self._board.jobs) + 1)
+        np.logical_or.at(held, job, ~free[gpu])
+        np.maximum.at(until, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
+        longer = ~held[heads] | (seconds > until[heads])
+        return np.where((heads >= 0) & longer, heads, -1)
+
+    def _member_arrays(self) -> np.ndarray:
+        """(job index, GPU position) per rank of the jobs resident at the round's start."""
+        if self._members is None:
+            board = self._board
+            self._members = np.array([(i, board.pos[g]) for i, j in enumerate(board.jobs)
+                                      for g in j.gpus], dtype=int).reshape(-1, 2).T
+        return self._members
 
     def held(self, free: np.ndarray) -> np.ndarray:
         """Per GPU nothing runs on (`free`) that holds a job wider than half
@@ -143,10 +152,7 @@ class _GpuState:
         wide = wider_than_half(board.widest, len(free))
         if not wide.any():
             return np.zeros(len(free))
-        if self._members is None:  # (job index, GPU position) per rank at the round's start
-            self._members = np.array([(i, board.pos[g]) for i, j in enumerate(board.jobs)
-                                      for g in j.gpus], dtype=int).reshape(-1, 2).T
-        job, gpu = self._members
+        job, gpu = self._member_arrays()
         longest = np.zeros(len(board.jobs))
         np.maximum.at(longest, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
         out = np.full(len(free), np.inf)
