@@ -77,10 +77,11 @@ def _assert_reaches_the_optimum(prog: SplitProgram, floors: np.ndarray, weights:
                                 got: float) -> None:
     """`got` is the throughput LP's optimum: not below an independent solve's;
     above it only where HiGHS bends a bound within its 1e-7 tolerance (a share
-    of -1e-7 at 10 s of GPU time per unit came out 1.1e-6 over it; 1e-5
-    leaves ~10x that)."""
+    of -1e-7 at 10 s of GPU time per unit came out 1.1e-6 over it; floors held
+    at 1 - 1e-6 of a level's rates, on ranks of 16 samples per GPU-second,
+    1.1e-5 over it; 1e-4 leaves ~10x that)."""
     ref = _reference_throughput(prog, floors, weights)
-    assert ref * (1 - 1e-6) - 1e-9 <= got <= ref * (1 + 1e-5) + 1e-9
+    assert ref * (1 - 1e-6) - 1e-9 <= got <= ref * (1 + 1e-4) + 1e-9
 
 
 def _reference_throughput(prog: SplitProgram, floors: np.ndarray, weights: np.ndarray) -> float:
