@@ -126,13 +126,18 @@ class _GpuState:
         heads = np.array([q[h] if h < len(q) else -1 for q, h in zip(self._queues, self._head)],
                          dtype=int)
         job, gpu = self._member_arrays()
-        # Per job, whether it is held back on any GPU of its own and until when.
-        held = np.zeros(len(self._board.jobs) + 1, dtype=bool)
-        until = np.zeros(len(self._board.jobs) + 1)
+        held = np.zeros(len(self._board.jobs) + 1, dtype=bool)  # the last: no job
         np.logical_or.at(held, job, ~free[gpu])
-        np.maximum.at(until, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
-        longer = ~held[heads] | (seconds > until[heads])
+        longer = ~held[heads] | (seconds > self._held_until(free)[heads])
         return np.where((heads >= 0) & longer, heads, -1)
+
+    def _held_until(self, free: np.ndarray) -> np.ndarray:
+        """Per job index (and one more, for none: 0), the seconds until the last
+        job given time on a GPU of its own that is not `free` is done."""
+        job, gpu = self._member_arrays()
+        until = np.zeros(len(self._board.jobs) + 1)
+        np.maximum.at(until, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
+        return until
 
     def _member_arrays(self) -> np.ndarray:
         """(job index, GPU position) per rank of the jobs resident at the round's start."""
@@ -153,10 +158,8 @@ class _GpuState:
         if not wide.any():
             return np.zeros(len(free))
         job, gpu = self._member_arrays()
-        longest = np.zeros(len(board.jobs))
-        np.maximum.at(longest, job, np.where(free[gpu], 0.0, self.busy_until[gpu]))
         out = np.full(len(free), np.inf)
-        np.minimum.at(out, gpu, longest[job])
+        np.minimum.at(out, gpu, self._held_until(free)[job])
         for gpus in board.admitted.values():
             out[[board.pos[g] for g in gpus]] = 0.0
         return np.where(free & wide & np.isfinite(out), out, 0.0)
