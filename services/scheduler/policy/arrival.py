@@ -1,138 +1,67 @@
 """Placing a job under paced shares and `sd` placement: the rule one round
 applies to each waiting job in turn, and the same rule for a job that
 arrives between rounds, against what the last round left (`Outlook`), so a
-newcomer starts at once without a whole round (O(GPUs), numpy only).
+newcomer starts at once without a whole round (O(GPUs), numpy only). Each
+refinement below came from a traced cell; bench/scheduler/HISTORY.md has
+the rounds named.
 
-A newcomer may take GPU g when g has room for it, it is more urgent than
-the job running there (or none runs), and it holds nobody back for long:
-it needs at most `STACK_RATIO` of the remaining time of each job resident
-on g (a short job slips in and leaves; a long one would hold them to the
-end, and GPUs are never taken back, so the rest of the cluster could idle
-meanwhile), and they can afford that wait without passing the makespan
-goal. Among such GPUs the `sd` placement rule takes those that least raise
-the slow-down of the job held back (`placement.py`). The makespan goal is
-no reason to wait when waiting would end later still: when even the first
-GPUs that could be empty (`wait_start`) leave too little time before it.
-Then the newcomer stacks only where the GPU's own work ahead is done by
-the time it could start (stacking ends no later than waiting), or where
-it needs at most `STACK_RATIO` of the time left to the goal (a short
-stack pushes nobody far past it). Without this an 86 h 1-GPU job stacked
-on a 1-GPU job with 92 h left, the goal's longest-first order ran the
-longer one first, and both ended at 247 h, where waiting ended the trace
-at 195 h (Gavel-style p100 trace seed 6, bench/scheduler/HISTORY.md
-rounds 34 and 35).
+The polite rule (`paced_choice`). A newcomer may take GPU g when g has
+room, it is more urgent than the job running there (or none runs), and it
+holds nobody back for long: it needs at most `STACK_RATIO` of the time left
+of each job resident on g, and they can afford that wait without passing
+the makespan goal. GPUs are never taken back, so a long newcomer would hold
+them to its end while the rest of their GPUs idle. Among such GPUs `sd`
+placement takes those that least raise the slow-down of the job held back
+(`placement.py`). Refinements:
+- *Past the goal anyway*: where even the first GPUs that could be empty
+  (`wait_start`) leave too little time before the goal, the goal does not
+  keep it off a GPU whose work ahead is done by the time it could start by
+  waiting, nor off one where it needs at most `STACK_RATIO` of the time
+  left to the goal. Not off every GPU: an 86 h job stacked on one with 92
+  h left ran second, and both ended at 247 h against 195 h by waiting
+  (rounds 34, 35).
+- *Narrow residents*: a GPU whose residents each use only it also takes a
+  newcomer whose slow-down by waiting would exceed every resident's least
+  reachable one and be no lower than that of the job it holds back there.
+  Holding them back idles no other GPU, and a short wide job waiting for
+  many 1-GPU jobs to empty at once set the largest slow-down (round 25).
+- *Held wide residents* (a round only, `held`): a resident wider than half
+  the cluster, held back anyway by more urgent jobs on its other GPUs,
+  counts only the hold a newcomer adds, for a newcomer that waiting takes
+  past the round's target. Only there: each credited newcomer lengthens the
+  hold the next one meets (round 31).
+- *Idle-aware refusal* (a round only): a polite set is refused where the
+  residents it newly holds back (`gang`) idle more GPU time outside it
+  (`idled`, over the newcomer's run) than `IDLE_RATIO` times its empty
+  GPUs over its wait for GPUs to empty; not where waiting takes it past the
+  round's target, as that wait is the slow-down the order exists to
+  prevent. A resident held back already counts where the newcomer would
+  outlast that hold: else short jobs stacked one after another on a 16-GPU
+  job's free GPUs, each inside the hold the one before left (rounds 33-36,
+  44).
 
-Nor is a resident's remaining time, where waiting costs the newcomer more
-than holding them back costs anyone: a GPU whose residents each use only
-it (holding them back idles no other GPU) also takes a newcomer whose
-slow-down, were it to wait for the first GPUs that could be empty, would
-exceed every resident's least reachable slow-down and be no lower than
-the one the job it holds back there would reach. Without this a short
-wide job in a stream of 1-GPU jobs waits for many GPUs to empty at once,
-and its waiting sets the cluster's largest slow-down (Gavel's
-unconsolidated p100 measurements: a 49 s job on 16 GPUs waited 172 s;
-bench/scheduler/HISTORY.md round 25).
-
-Where a resident wider than half the cluster
-(`priority.wider_than_half`) is held back anyway, by more urgent jobs on
-its other GPUs, a newcomer that would end past the round's slow-down
-target by waiting counts only the hold it adds: the resident is held that
-long whether it comes or not, most of the cluster idle with it (a round
-knows this, `held`; an arrival between rounds counts none). Without this
-a 3-minute 8-GPU job waited 17 minutes for a 16-GPU job that 1-GPU jobs
-held back on one GPU at a time (16 GPUs, p100 w2 at arrivals / 6, mix
-seed +30: cut 22.9 %). Only there and only for such a newcomer, as each
-credited newcomer lengthens the hold the next one meets: for every
-newcomer the shared k80 w3 multi-GPU cell lost 3 points of utilisation,
-and on every resident a redrawn GPU type's cell fell to a 15.7 % cut
-(HISTORY.md round 31).
-
-A newcomer with no such GPUs may still take whole blocks (`placement.
-covering`): GPUs it is more urgent than whoever runs on, whose residents
-have all their GPUs among them. Held back together, those residents idle
-no GPU of theirs, while waiting idles the GPUs that empty first until the
-last one it needs does. It does so only where that idle time, summed over
-its GPUs, would exceed its own GPU time (`drains`, `COVER_RATIO`): a short
-job on few GPUs waits, as stacking it would tie it to GPUs it may find
-busy (on 32 GPUs, covering on any drain made k80 w2's makespan 1.06x
-`k8s`'s). On 16 GPUs with jobs as wide as the cluster, GPUs had idled 14 %
-of the time while such jobs waited (bench/scheduler/HISTORY.md round 28).
-A job wider than half the cluster (`priority.wider_than_half`) covers
-once that idle time passes half its GPU time (`WIDE_COVER_RATIO`): no job
-as wide runs beside it, so the GPUs it waits for can only idle or run
-narrower jobs that leave before the last one empties. Not on any drain:
-then a 12-GPU job on 16 held a 6-GPU job that was about to end for its
-whole run (HISTORY.md round 30). It covers on a shorter drain too, one
-idling more than `WIDE_EARLY_RATIO` of its GPU time, where every job it
-holds back ends within the round's slow-down target, no slower than the
-newcomer would by waiting, and within the makespan goal's slack
-(`early_cover`, a round only): on 16 GPUs `k8s` starts such a job at
-once, time-sliced, while waiting left GPUs empty 6-8 % of the time, and a
-fixed lower ratio had held back residents near their end (a cut of 18 %).
-Without the second check, in an overloaded cell where the target is
-large, wide jobs took turns ahead of 12-GPU jobs that had waited longer
-(a redrawn k80 on 16 GPUs: cut 47 -> 25 %; HISTORY.md rounds 36 and 41).
-Covering asks only that the newcomer be the more urgent there: it does not
-check the makespan goal's slack the polite rule checks.
-
-A newcomer that would end past the round's slow-down target by waiting
-also covers where no drain asks it to (`late_cover`): whole blocks whose
-residents, held back for its whole run, end no slower than it would by
-waiting and within the makespan goal's slack. The largest slow-down is
-what the order exists to cut, and the newcomer's wait would set it: on a
-redrawn p100 a 44 s job on 16 GPUs waited 2.2 minutes behind two other
-short wide jobs while a 16-GPU job held the other half of the cluster
-for 3 minutes, and ended at SD 4.0. Holding residents back raises their
-slow-down by the newcomer's run over their exclusive time; covering idles
-none of their GPUs. Without the slack check a late cover near the end of
-a trace delayed the last jobs (the shared p100 w2 multi-GPU cell: busy
-time 4.7 points lower, makespan 1.07x; bench/scheduler/HISTORY.md round
-38).
-
-Where no whole blocks add up to its GPUs, a newcomer that waiting would
-take past `SPARE_TARGET` times the round's target takes them from blocks
-adding up to at most `SPARE_RATIO` more, whose other GPUs then idle while
-it runs (`late_spare`): on a redrawn p100 a 54 s job on 12 GPUs waited
-2.6 minutes beside blocks of 6, 8 and 16 GPUs and set the cell's largest
-slow-down (cut 24 %). Only that far past the target: without the
-threshold 16-GPU jobs one after another each held a 24-GPU block, 8 GPUs
-idle, and the shared k80 w2 multi-GPU cell ended 4.0 points under `k8s`'s
-busy time (0.6 over before); at 1.5 times the held-out grid lost 3 cells
-within 2 points (bench/scheduler/HISTORY.md round 40). So does a newcomer
-that has already waited `SPARE_WAIT` times the exclusive time it needs and
-that waiting would take past `SPARE_NEAR` times the target. The target is
-at least every job's least reachable slow-down, the newcomer's own
-included, so it rises as a short job waits and twice it never comes; and
-the wait it has had is a fact, where the wait ahead is an estimate from
-the residents' exclusive time, which a resident held back on one of its
-GPUs takes longer to use: on a redrawn p100 on 16 GPUs a 38 s job on 12
-GPUs waited 3.4 minutes for a 16-GPU job estimated to end in 70 s, at
-1.1-1.6 times the target (cut 12.8 -> 48.9 %). Not on the wait alone: in
-an overloaded cell every job has waited that long, its covers come within
-1.1 times the target, and spare GPUs for them took the shared k80 w2
-multi-GPU cell from 1.0 over `k8s`'s busy time to 2.6 under (HISTORY.md
-rounds 42 and 43).
-
-A polite set is still refused where holding its residents back idles more
-than waiting would (a round only: it knows which residents a newcomer would
-newly hold, `gang`, and on which GPUs each runs). The GPUs those residents then
-idle outside the set (`idled`), times the newcomer's time, against `IDLE_RATIO`
-times the set's empty GPUs times its wait for GPUs to empty
-(`wait_start`): a 1-GPU job that stacks on one GPU of a 12-GPU job idles
-the other 11 for its whole run, while waiting would idle only the GPUs
-it later takes. Only where waiting keeps it within the round's target:
-past that the wait is the slow-down the order exists to prevent.
-Measured against `k8s`'s mean over four tie-break draws it kept or
-raised the cells within 2 points of utilisation on every input, the
-shared mixes 10 -> 11 of 11, and lifted the tuned grid's smallest cut
-27.4 -> 41.9 % (bench/scheduler/HISTORY.md rounds 33-35); at
-`IDLE_RATIO` 1 the shared k80 w2 multi-GPU cell fell 2.6 points under
-`k8s`'s busy time. A resident held back already on another of its GPUs
-counts too where the newcomer would outlast that hold: else short jobs
-stacked one after another on a 16-GPU job's free GPUs, each within the
-hold the one before left, and kept it from 1,700 s of work for 12,600
-s, most of its GPUs idle (a k80 w2 multi-GPU cell at arrivals / 4: 4.8
-% of the cluster's time; HISTORY.md round 44).
+Covering (`placement.covering`). A newcomer with no polite set may take
+whole blocks: GPUs it is more urgent than whoever runs on, whose residents
+have all their GPUs among them, so holding them back idles none of theirs.
+It covers:
+- *on a drain* (`drains`): where waiting would idle the GPUs that empty
+  first, until the last one it needs does, longer in all than `COVER_RATIO`
+  times its GPU time (`WIDE_COVER_RATIO` for a job wider than half the
+  cluster: no job as wide runs beside it). A short job on few GPUs waits,
+  as stacking would tie it to GPUs it may find busy (rounds 28, 30);
+- *early* (a round only, `early_cover`): a job wider than half the cluster,
+  on a drain idling more than `WIDE_EARLY_RATIO` of its GPU time, where
+  every job it holds back ends within the round's target, no slower than
+  it would by waiting and within the goal's slack (rounds 36, 41);
+- *late* (a round only, `late_cover`): a newcomer that waiting takes past
+  the round's target, where the residents held for its whole run end no
+  slower than it would by waiting and within the goal's slack: its wait
+  would set the largest slow-down (round 38);
+- *with spare GPUs* (a round only, `late_spare`): where no blocks add up to
+  its GPUs, blocks adding up to at most `SPARE_RATIO` more, once waiting
+  takes it past `SPARE_TARGET` times the target, or past `SPARE_NEAR` times
+  it after it has waited `SPARE_WAIT` times the time it needs (rounds 40,
+  42, 43).
 """
 
 from __future__ import annotations
