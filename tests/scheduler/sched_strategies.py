@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from gpufair.scheduler.policy import (ClusterState, JobState, RankState, even_split,
                                       exclusive_rate)
+from gpufair.scheduler.policy.fleet import FleetJob
 
 
 # The randomised LP checks (warm vs cold, optimum vs splits in force) run this
@@ -50,3 +51,22 @@ def rate_level(cluster: ClusterState, splits: list[tuple[int, ...]]) -> float:
             load[rank.gpu] = load.get(rank.gpu, 0.0) + rank.step_time(b) * exclusive_rate(job) \
                 / job.global_batch
     return min(1.0 / v for v in load.values())
+
+
+class Models:
+    """Jobs of models 'x' and 'y' cannot share a GPU; other pairs keep 0.7."""
+
+    def efficiency(self, model, neighbours):
+        return 0.7 if neighbours else 1.0
+
+    def compatible(self, model, other):
+        return {model, other} != {"x", "y"}
+
+
+def make_job(name, gpus, arrival, total, done=0.0, on=(), model="m", rate=100.0):
+    """A round planner's job on `gpus` GPUs: `total` samples at `rate` per GPU
+    per second, resident on GPU names `on` (empty: waiting)."""
+    batch = 16 * gpus
+    return FleetJob(name, gpus, batch, arrival, total, rate * gpus, 0.008, 0.02, done, model,
+                    rank_cap=2 * 16, gpus=tuple(on),
+                    split=even_split(batch, gpus) if on else ())
