@@ -94,19 +94,12 @@ class Board:
         empty GPUs can take it (it may share too few), it has waited its time
         alone, and started now it would end at the largest slow-down of the
         jobs waiting. Pacing cannot hold back a job it may not share with, so
-        narrower jobs take each GPU as it empties; and the round's target,
-        rising while it waits (the fluid cluster knows no gangs or sharing
-        limits), keeps its deadline ahead of it: on a redrawn k80 on 16 GPUs,
-        where ResNet-18 jobs may not share a GPU, 12-GPU ones waited 7 hours
-        (cut 30 %, 54 % with the rule). Not where another job waiting would
-        end slower: there 12-GPU jobs reserved one after another while a
-        6-GPU job that had waited longer ended at SD 16 (cut 14 -> 6 %). Nor
-        for narrower jobs: on 32 GPUs reservations for one 12- or 16-GPU job
-        after another left GPUs empty while jobs waited 9 % of the time (3-5 %
-        before), and 4 more of two redrawn grids' 128 cells fell over 2 points
-        under `k8s`'s busy time. A reservation only: lifting the residents it
-        waits on ahead, as `inherit` does for a job at risk, took a redrawn
-        1-GPU cell's mean completion time from 0.85 to 1.04x `k8s`'s
+        narrower jobs take each GPU as it empties, while the round's target,
+        rising as it waits (the fluid cluster knows no gangs), keeps its
+        deadline ahead of it: 12-GPU jobs waited 7 hours on a redrawn k80.
+        Each condition keeps reservations from idling GPUs where they buy
+        nothing: none for narrower jobs, none where another waiting job would
+        end slower, and a reservation only, residents not lifted ahead
         (bench/scheduler/HISTORY.md round 42)."""
         return (wider_than_half(job.num_gpus, len(self.gpus))
                 and self.now - job.arrival_s >= job.alone_s()
