@@ -9,27 +9,29 @@ The polite rule (`paced_choice`). A newcomer may take GPU g when g has
 room, it is more urgent than the job running there (or none runs), and it
 holds nobody back for long: it needs at most `STACK_RATIO` of the time left
 of each job resident on g, and they can afford that wait without passing
-the makespan goal. GPUs are never taken back, so a long newcomer would hold
-them to its end while the rest of their GPUs idle. Among such GPUs `sd`
-placement takes those that least raise the slow-down of the job held back
-(`placement.py`). Refinements:
+the makespan goal. GPUs are never taken back: a long newcomer would hold
+the residents back to its end while the rest of the cluster could idle.
+Among such GPUs `sd` placement takes those that least raise the slow-down
+of the job held back (`placement.py`). Refinements:
 - *Past the goal anyway*: where even the first GPUs that could be empty
   (`wait_start`) leave too little time before the goal, the goal does not
   keep it off a GPU whose work ahead is done by the time it could start by
-  waiting, nor off one where it needs at most `STACK_RATIO` of the time
-  left to the goal. Not off every GPU: an 86 h job stacked on one with 92
-  h left ran second, and both ended at 247 h against 195 h by waiting
-  (rounds 34, 35).
-- *Narrow residents*: a GPU whose residents each use only it also takes a
-  newcomer whose slow-down by waiting would exceed every resident's least
-  reachable one and be no lower than that of the job it holds back there.
+  waiting (stacking ends no later than waiting), nor off one where it
+  needs at most `STACK_RATIO` of the time left to the goal (a short stack
+  pushes nobody far past it). Not off every GPU: an 86 h job stacked on
+  one with 92 h left ran second, and both ended at 247 h against 195 h by
+  waiting (rounds 34, 35).
+- *Narrow residents*: the time-left test does not keep it off a GPU whose
+  residents each use only it, where its slow-down by waiting would exceed
+  every resident's least reachable one and be no lower than the slow-down
+  the job it holds back there would reach (the goal's test still applies).
   Holding them back idles no other GPU, and a short wide job waiting for
   many 1-GPU jobs to empty at once set the largest slow-down (round 25).
-- *Held wide residents* (a round only, `held`): a resident wider than half
-  the cluster, held back anyway by more urgent jobs on its other GPUs,
-  counts only the hold a newcomer adds, for a newcomer that waiting takes
-  past the round's target. Only there: each credited newcomer lengthens the
-  hold the next one meets (round 31).
+- *Held wide residents* (a round only, `held`): a newcomer that waiting
+  takes past the round's target counts, against a resident wider than
+  half the cluster that more urgent jobs on its other GPUs hold back
+  anyway, only the hold it adds. Only there: each credited newcomer
+  lengthens the hold the next one meets (round 31).
 - *Idle-aware refusal* (a round only): a polite set is refused where the
   residents it newly holds back (`gang`) idle more GPU time outside it
   (`idled`, over the newcomer's run) than `IDLE_RATIO` times its empty
@@ -46,9 +48,12 @@ have all their GPUs among them, so holding them back idles none of theirs.
 It covers:
 - *on a drain* (`drains`): where waiting would idle the GPUs that empty
   first, until the last one it needs does, longer in all than `COVER_RATIO`
-  times its GPU time (`WIDE_COVER_RATIO` for a job wider than half the
-  cluster: no job as wide runs beside it). A short job on few GPUs waits,
-  as stacking would tie it to GPUs it may find busy (rounds 28, 30);
+  times its GPU time. A short job on few GPUs waits, as stacking would tie
+  it to GPUs it may find busy. A job wider than half the cluster covers
+  past `WIDE_COVER_RATIO`: no job as wide runs beside it, so the GPUs it
+  waits for can only idle or run narrower jobs that leave before the last
+  one empties (rounds 28, 30). This cover asks only that it be the more
+  urgent there, not the goal's slack;
 - *early* (a round only, `early_cover`): a job wider than half the cluster,
   on a drain idling more than `WIDE_EARLY_RATIO` of its GPU time, where
   every job it holds back ends within the round's target, no slower than
@@ -56,12 +61,12 @@ It covers:
 - *late* (a round only, `late_cover`): a newcomer that waiting takes past
   the round's target, where the residents held for its whole run end no
   slower than it would by waiting and within the goal's slack: its wait
-  would set the largest slow-down (round 38);
-- *with spare GPUs* (a round only, `late_spare`): where no blocks add up to
-  its GPUs, blocks adding up to at most `SPARE_RATIO` more, once waiting
-  takes it past `SPARE_TARGET` times the target, or past `SPARE_NEAR` times
-  it after it has waited `SPARE_WAIT` times the time it needs (rounds 40,
-  42, 43).
+  would set the largest slow-down (round 38). Where no such blocks add up
+  to its GPUs, it may take blocks with up to `SPARE_RATIO` times its GPUs
+  more, the extra ones idle while it runs (`late_spare`), once waiting takes
+  it past `SPARE_TARGET` times the target, or past `SPARE_NEAR` times it
+  after it has waited `SPARE_WAIT` times the exclusive time it needs
+  (rounds 40, 42, 43).
 """
 
 from __future__ import annotations

@@ -95,12 +95,13 @@ class Board:
         alone, and started now it would end at the largest slow-down of the
         jobs waiting. Pacing cannot hold back a job it may not share with, so
         narrower jobs take each GPU as it empties, while the round's target,
-        rising as it waits (the fluid cluster knows no gangs), keeps its
-        deadline ahead of it: 12-GPU jobs waited 7 hours on a redrawn k80.
-        Each condition keeps reservations from idling GPUs where they buy
-        nothing: none for narrower jobs, none where another waiting job would
-        end slower, and a reservation only, residents not lifted ahead
-        (bench/scheduler/HISTORY.md round 42)."""
+        rising as it waits (the fluid cluster knows no gangs or sharing
+        limits), keeps its deadline ahead of it: 12-GPU jobs waited 7 hours
+        on a redrawn k80. Not for narrower jobs (reservations one after
+        another left GPUs empty while jobs waited), nor where another waiting
+        job would end slower (that one then sets the largest slow-down). It
+        only reserves: lifting the residents it waits on ahead, as `inherit`
+        does, slowed mean completion (bench/scheduler/HISTORY.md round 42)."""
         return (wider_than_half(job.num_gpus, len(self.gpus))
                 and self.now - job.arrival_s >= job.alone_s()
                 and int((self.compatible(job.model) & self.allowed(job)).sum()) < job.num_gpus
