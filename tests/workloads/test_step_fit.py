@@ -1,9 +1,10 @@
-"""t(b) = a + c*b fitting: exact on exact points, robust to noise, refuses bad input."""
+"""t(b) = a + c*b fitting: exact on exact points, least squares on relative error, refuses bad input."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,12 +24,20 @@ def test_fit_recovers_known_a_and_c_from_exact_points(a: float, c: float, batche
     assert math.isclose(fit.c_s, c, rel_tol=1e-6, abs_tol=1e-12)
 
 
-def test_fit_is_least_squares_on_noisy_points() -> None:
+def test_fit_is_least_squares_on_relative_error() -> None:
     points = [(1, 1.1), (2, 1.9), (3, 3.2), (4, 3.8)]
     fit = fit_step_time(points)
-    # Normal equations by hand: slope 0.94, intercept 0.15.
-    assert math.isclose(fit.c_s, 0.94) and math.isclose(fit.a_s, 0.15, abs_tol=1e-12)
+    # An independent solve: each row of [1, b] = t divided by t.
+    rows = np.array([[1.0 / t, b / t] for b, t in points])
+    (a, c), *_ = np.linalg.lstsq(rows, np.ones(len(points)), rcond=None)
+    assert math.isclose(fit.a_s, a, rel_tol=1e-9) and math.isclose(fit.c_s, c, rel_tol=1e-9)
     assert max(relative_errors(fit, points)) < 0.1
+
+
+def test_a_profile_spanning_tenfold_step_times_is_fitted_at_its_smallest_batch_too() -> None:
+    # A CPU profile measured under load; plain least squares misses batch 4 by 69 %.
+    points = [(4, 0.001358), (32, 0.006154), (128, 0.013740)]
+    assert max(relative_errors(fit_step_time(points), points)) < 0.3
 
 
 def test_negative_intercept_is_refit_through_the_origin() -> None:
@@ -39,7 +48,8 @@ def test_negative_intercept_is_refit_through_the_origin() -> None:
 
 def test_shrinking_step_time_gives_a_constant_model() -> None:
     fit = fit_step_time([(1, 2.0), (2, 1.0)])
-    assert fit.c_s == 0.0 and math.isclose(fit.a_s, 1.5)
+    # The constant closest in relative terms: (2 / 2**2 + 1 / 1**2) / (1 / 2**2 + 1 / 1**2).
+    assert fit.c_s == 0.0 and math.isclose(fit.a_s, 1.2)
 
 
 def test_samples_per_s_follows_the_model() -> None:
