@@ -125,10 +125,8 @@ class _GpuState:
         that long, so its GPUs idle that long anyway)."""
         heads = np.array([q[h] if h < len(q) else -1 for q, h in zip(self._queues, self._head)],
                          dtype=int)
-        job, gpu = self._member_arrays()
-        held = np.zeros(len(self._board.jobs) + 1, dtype=bool)  # the last: no job
-        np.logical_or.at(held, job, ~free[gpu])
-        longer = ~held[heads] | (seconds > self._held_until(free)[heads])
+        # A head not held back anywhere is held until 0 s, which any newcomer outlasts.
+        longer = seconds > self._held_until(free)[heads]
         return np.where((heads >= 0) & longer, heads, -1)
 
     def _held_until(self, free: np.ndarray) -> np.ndarray:
