@@ -92,7 +92,8 @@ class _GpuState:
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
             self._top(g)
-        # GPUs of jobs still starting: late covering leaves them alone (`_place`).
+        # GPUs of jobs still starting: late covering leaves them alone (`_place`);
+        # of worn jobs: no newcomer stacks there politely (`arrival.worn`).
         self.starting = np.zeros(n_gpu, dtype=bool)
         self.worn = np.zeros(n_gpu, dtype=bool)
         for job in jobs:

@@ -38,7 +38,8 @@ of the job held back (`placement.py`). Refinements:
   hold such a job back on all its GPUs: 45 short jobs held a 16-GPU job of
   10 minutes for an hour, its GPUs idle 9 % of the cluster's time (round
   45). Half the target, not `WORN_SD` alone: on a congested cluster every
-  job passes it, and refusing every stack idled 16-GPU clusters (round 46).
+  job passes 3, and short jobs had nowhere to stack (16 GPUs: 8-GPU jobs
+  of 2 minutes waited 40; round 46).
 - *Idle-aware refusal* (a round only): a polite set is refused where the
   residents it newly holds back (`gang`) idle more GPU time outside it
   (`idled`, over the newcomer's run) than `IDLE_RATIO` times its empty
