@@ -39,7 +39,10 @@ of the job held back (`placement.py`). Refinements:
   10 minutes for an hour, its GPUs idle 9 % of the cluster's time (round
   45). Half the target, not `WORN_SD` alone: on a congested cluster every
   job passes 3, and short jobs had nowhere to stack (16 GPUs: 8-GPU jobs
-  of 2 minutes waited 40; round 46).
+  of 2 minutes waited 40; round 46). Only while waiting keeps the newcomer
+  within the round's target: past it, the newcomer would be the one slowed
+  down too far (a 35 s job waited 4 minutes for a 16-GPU one, SD 8.5;
+  round 47).
 - *Idle-aware refusal* (a round only): a polite set is refused where the
   residents it newly holds back (`gang`) idle more GPU time outside it
   (`idled`, over the newcomer's run) than `IDLE_RATIO` times its empty
@@ -153,7 +156,7 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     polite = brief & ((adds <= slack) | late)
     ok = room & free
     worn_only = False
-    if worn is not None:
+    if worn is not None and waited <= target:
         worn_only = bool((ok & polite).sum() >= job.num_gpus > (ok & polite & ~worn).sum())
         polite &= ~worn
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
@@ -364,7 +367,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                           goal_left=view.goal_left,
                           wait_from=wait_start(view.empty_at, room, job.num_gpus),
                           now=view.now, narrow=view.widest <= 1,
-                          resident_sd=view.resident_sd, worn=view.worn)
+                          resident_sd=view.resident_sd, target=view.target, worn=view.worn)
     got = choice.gpus
     if got is None and drains(job, room, view.empty_at):
         got = covering(view.blocks, room & free, view.count > 0, job.num_gpus)
