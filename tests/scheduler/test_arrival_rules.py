@@ -13,7 +13,7 @@ import pytest
 from gpufair.scheduler.policy import admission
 from gpufair.scheduler.policy.admission import plan_round
 from gpufair.scheduler.policy.arrival import Choice, early_cover, hold_back_reason, idled, \
-    paced_choice, place_arrival
+    paced_choice, place_arrival, worn
 from gpufair.scheduler.policy.fleet import PRESETS, Gpu, NoInterference
 from gpufair.scheduler.policy.placement import block_labels, covering
 
@@ -211,6 +211,77 @@ def test_a_newcomer_that_outlasts_a_wide_residents_hold_counts_the_gpus_it_keeps
         assert "new" not in plan.admitted
         (entry,) = plan.queue
         assert entry.job == "new" and "other 3 GPUs would then idle" in entry.reason
+
+
+@pytest.mark.parametrize("gpus, arrival, target, expected", [
+    (2, 0.0, 5.0, True),  # least reachable SD 3.5: past 3 and half the target
+    (2, 0.0, 8.0, False),  # ... but not past half of a target of 8
+    (2, 1000.0, 1.0, False),  # SD 2.5: under 3
+    (1, 0.0, 5.0, False),  # one GPU: holding it back idles no other
+])
+def test_worn_marks_multi_gpu_jobs_past_three_and_half_the_target(gpus, arrival, target,
+                                                                  expected):
+    """A job of 1,000 s alone with 500 s left, at 3,000 s."""
+    job = make_job("job", gpus, arrival, 2e5 * gpus / 2, done=1.5e5 * gpus / 2, on=["g0"] * gpus)
+    assert worn(job, 3000.0, target) is expected
+
+
+WORN_REASON = "would hold back multi-GPU jobs slowed down too far already"
+
+
+@pytest.mark.parametrize("on_worn, target, stacks", [
+    (True, np.inf, False),
+    (True, 11.0, False),  # waiting for the resident takes the newcomer to SD 11: within 11
+    (True, 10.0, True),  # ... past 10: it would be the job slowed down too far
+    (False, np.inf, True),
+])
+def test_a_newcomer_does_not_stack_politely_on_a_worn_resident_within_the_target(
+        on_worn, target, stacks):
+    """A GPU a 100 s newcomer could stack on politely (its resident has
+    1,000 s left): not where that resident is worn, and the reason says so,
+    unless waiting for it would take the newcomer past the round's target."""
+    job = make_job("new", 1, 0.0, 1e4)
+    one = lambda x: np.array([x])  # noqa: E731
+    choice = paced_choice(job, one(True), one(True), one(1000.0), one(np.inf), one(1.0),
+                          one(1 / 1250), one(1), np.random.default_rng(0), now=0.0,
+                          narrow=one(False), resident_sd=1.0, wait_from=1000.0,
+                          target=target, worn=one(on_worn))
+    assert (choice.gpus is not None) is stacks
+    if not stacks:
+        assert hold_back_reason(job, choice, ["wide"]) == WORN_REASON
+
+
+@pytest.mark.parametrize("arrival, alone, between_rounds, in_round", [
+    # worn, and waiting takes the newcomer to SD 3.7: within the target
+    (500.0, 300.0, WORN_REASON, WORN_REASON),
+    (500.0, 100.0, "placed", "placed"),  # worn, but waiting would take the newcomer to SD 9
+    (2000.0, 300.0, "placed", "other 1 GPUs would then idle"),  # not worn
+])
+def test_a_round_and_an_arrival_between_rounds_keep_newcomers_off_a_worn_wide_job(
+        arrival, alone, between_rounds, in_round):
+    """A 2-GPU job of 1,000 s alone with 800 s left on g0-g1, and on g2 a job
+    that has waited so long that the round's target is 6.1, at 3,000 s. A
+    newcomer is more urgent than the 2-GPU job and short enough to stack on
+    it. Arrived at 500 s, that job can end at SD 3.3 at best (past 3 and
+    half the target): a newcomer that waiting keeps within the target waits,
+    in a round and between rounds; one of 100 s stacks. Arrived at 2,000 s
+    (SD 1.8), it is not worn: between rounds the newcomer stacks, and a
+    round refuses it only for its other GPU's idle time."""
+    gpus = [Gpu(f"g{i}") for i in range(3)]
+    jobs = [make_job("wide", 2, arrival, 2e5, done=4e4, on=["g0", "g1"]),
+            make_job("long", 1, -1e5, 2.01e6, done=1e4, on=["g2"])]
+    new = make_job("new", 1, 3000.0, 100.0 * alone)
+    plan = plan_round([*jobs, new], gpus, 3000.0, PRESETS["gpufair"], Models())
+    between = place_arrival(plan_round(jobs, gpus, 3000.0, PRESETS["gpufair"], Models()).outlook,
+                            new, Models())
+    assert between.reason == between_rounds
+    assert (between.gpus is None) is (between_rounds != "placed")
+    if in_round == "placed":
+        assert plan.admitted["new"][0] in {"g0", "g1"}
+    else:
+        assert "new" not in plan.admitted and in_round in plan.queue[0].reason
+    if between.gpus is not None:
+        assert between.gpus[0] in {"g0", "g1"}
 
 
 def two_residents(arrival):

@@ -46,7 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from gpufair.scheduler.policy.arrival import drains, early_cover, hold_back_reason, late_cover, \
-    late_spare, outlook, paced_choice, wait_start
+    late_spare, outlook, paced_choice, wait_start, worn
 from gpufair.scheduler.policy.board import Board
 from gpufair.scheduler.policy.fleet import FleetJob, Gpu, Interference, Levers, NoInterference, \
     RoundPlan, validate_fleet
@@ -67,7 +67,8 @@ class _GpuState:
     left (shortest, and until the GPU empties), how long they may be held
     before the makespan goal, the next resident that would run (its
     predicted SD and how fast a delay raises it), when the job given
-    time there is done, and whether a job there is still starting."""
+    time there is done, whether a job there is still starting, and
+    whether a worn job sits there (`arrival.worn`)."""
 
     def __init__(self, board: Board) -> None:
         jobs, n_gpu = board.jobs, len(board.gpus)
@@ -91,11 +92,20 @@ class _GpuState:
             if there:
                 self.resident(g, [jobs[k].remaining_s() for k in there])
             self._top(g)
-        # GPUs of jobs still starting: late covering leaves them alone (`_place`).
+        # GPUs of jobs still starting: late covering leaves them alone (`_place`);
+        # of worn jobs: no newcomer stacks there politely (`arrival.worn`).
         self.starting = np.zeros(n_gpu, dtype=bool)
+        self.worn = np.zeros(n_gpu, dtype=bool)
         for job in jobs:
             if not job.ready and job.gpus:
                 self.starting[[board.pos[g] for g in job.gpus]] = True
+            if job.gpus:
+                self.wear(job, [board.pos[g] for g in job.gpus])
+
+    def wear(self, job: FleetJob, gpus: Sequence[int]) -> None:
+        """`job` is resident on `gpus`: mark them if it is worn."""
+        if worn(job, self._board.now, self._board.target):
+            self.worn[list(gpus)] = True
 
     def resident(self, g: int, rems: list[float]) -> None:
         """Jobs needing `rems` seconds more sit on GPU g. Paced, they run there
@@ -193,7 +203,7 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
                           goal_left=look.goal - board.now,
                           wait_from=wait_start(look.empty_at, room, job.num_gpus),
                           now=board.now, narrow=board.widest <= 1, resident_sd=board.resident_sd,
-                          held=look.held(free), target=board.target)
+                          held=look.held(free), target=board.target, worn=look.worn)
     if choice.gpus is not None:
         return choice.gpus
     if drains(job, room, look.empty_at):  # whole blocks instead (`arrival.py`)
@@ -320,6 +330,7 @@ def _paced(board: Board) -> RoundPlan:
                 board.admit(i, got)
             for g in got:
                 look.resident(g, [job.remaining_s()])
+            look.wear(job, got)
             ranks = list(got)
             if not job.ready:  # its trainers start in seconds: its GPUs' time goes to others until then
                 look.starting[ranks] = True

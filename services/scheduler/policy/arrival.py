@@ -32,6 +32,17 @@ of the job held back (`placement.py`). Refinements:
   half the cluster that more urgent jobs on its other GPUs hold back
   anyway, only the hold it adds. Only there: each credited newcomer
   lengthens the hold the next one meets (round 31).
+- *Worn wide residents*: never onto a GPU of a multi-GPU resident whose
+  least reachable slow-down (`worn`) has reached `WORN_SD` and `WORN_TARGET`
+  of the round's target. Each stack is brief, but one after another they
+  hold such a job back on all its GPUs: 45 short jobs held a 16-GPU job of
+  10 minutes for an hour, its GPUs idle 9 % of the cluster's time (round
+  45). Half the target, not `WORN_SD` alone: on a congested cluster every
+  job passes 3, and short jobs had nowhere to stack (16 GPUs: 8-GPU jobs
+  of 2 minutes waited 40; round 46). Only while waiting keeps the newcomer
+  within the round's target: past it, the newcomer would be the one slowed
+  down too far (a 35 s job waited 4 minutes for a 16-GPU one, SD 8.5;
+  round 47).
 - *Idle-aware refusal* (a round only): a polite set is refused where the
   residents it newly holds back (`gang`) idle more GPU time outside it
   (`idled`, over the newcomer's run) than `IDLE_RATIO` times its empty
@@ -90,6 +101,8 @@ SPARE_TARGET = 2.0  # ... only for a newcomer that waiting takes past this many 
 SPARE_WAIT = 2.0  # ... or one that has waited this many times the exclusive time it needs
 SPARE_NEAR = 1.25  # ... and that waiting takes past this many times the target
 IDLE_RATIO = 4.0  # a newcomer stacks unless its residents idle this many times what waiting would
+WORN_SD = 3.0  # no stacking on a multi-GPU resident whose least reachable slow-down reached this
+WORN_TARGET = 0.5  # ... and this fraction of the round's target
 
 
 @dataclass(frozen=True)
@@ -99,7 +112,8 @@ class Choice:
     nobody back for long there (`polite`), and the SD of the job it would
     hold back (`score`); where a polite set was refused, the GPUs its
     residents would idle (`idles`); the newcomer's SD were it to wait for
-    the first GPUs that could be empty (`waited`)."""
+    the first GPUs that could be empty (`waited`); whether only worn
+    residents kept it off a polite set (`worn_only`)."""
 
     gpus: tuple[int, ...] | None
     free: np.ndarray
@@ -107,6 +121,7 @@ class Choice:
     score: np.ndarray
     idles: int = 0
     waited: float = 0.0
+    worn_only: bool = False
 
 
 def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np.ndarray,
@@ -115,7 +130,8 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                  cached: np.ndarray | None = None, gang: np.ndarray | None = None, *,
                  now: float, narrow: np.ndarray, resident_sd: float,
                  goal_left: float = np.inf, wait_from: float = 0.0,
-                 held: np.ndarray | float = 0.0, target: float = np.inf) -> Choice:
+                 held: np.ndarray | float = 0.0, target: float = np.inf,
+                 worn: np.ndarray | None = None) -> Choice:
     """The module docstring's rule. Per GPU: `room` and `free` (bool), the
     shortest exclusive time left among its residents, how long they may be
     held (makespan), the held-back job's SD and 1/alone, (optional) which
@@ -124,8 +140,8 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
     until it could start if it waited; per GPU whether every resident
     there uses only that GPU (`narrow`), the largest of the residents'
     least reachable slow-downs (`Board.resident_sd`), the seconds its
-    residents are held back anyway (`held`) and the round's slow-down
-    target."""
+    residents are held back anyway (`held`), the round's slow-down
+    target, and where a worn resident sits (`worn`)."""
     rem = job.remaining_s()
     score = np.where(count == 0, 0.0, held_sd + rem * held_per_s)
     waited = job.sd_alone_from(now) + wait_from / job.alone_s() if job.alone_s() > 0 else 0.0
@@ -139,13 +155,17 @@ def paced_choice(job: FleetJob, room: np.ndarray, free: np.ndarray, shortest: np
                                             | (rem <= STACK_RATIO * goal_left))
     polite = brief & ((adds <= slack) | late)
     ok = room & free
+    worn_only = False
+    if worn is not None and waited <= target:
+        worn_only = bool((ok & polite).sum() >= job.num_gpus > (ok & polite & ~worn).sum())
+        polite &= ~worn
     got = choose("sd", job.num_gpus, np.flatnonzero(ok & polite), count, rng, score, node,
                  cached, gang)
     if got is not None and gang is not None and waited <= target:
         idles = idled(got, gang)
         if idles * rem > IDLE_RATIO * int((count[list(got)] == 0).sum()) * wait_from:
             return Choice(None, ok, polite, score, idles, waited)
-    return Choice(got, ok, polite, score, waited=waited)
+    return Choice(got, ok, polite, score, waited=waited, worn_only=worn_only)
 
 
 def idled(got: Sequence[int], gang: np.ndarray) -> int:
@@ -159,6 +179,13 @@ def idled(got: Sequence[int], gang: np.ndarray) -> int:
     held = gang[list(got)]
     ids, taken = np.unique(held[held >= 0], return_counts=True)
     return int((gang_gpus(gang)[ids] - taken).sum())
+
+
+def worn(job: FleetJob, now: float, target: float) -> bool:
+    """Is `job` a multi-GPU job that newcomers no longer stack on (module
+    docstring: its least reachable slow-down has reached `WORN_SD` and
+    `WORN_TARGET` times the round's `target`)?"""
+    return job.num_gpus > 1 and job.sd_alone_from(now) >= max(WORN_SD, WORN_TARGET * target)
 
 
 def wait_start(empty_at: np.ndarray, room: np.ndarray, need: int) -> float:
@@ -234,6 +261,8 @@ def hold_back_reason(job: FleetJob, choice: Choice, running: Sequence[str]) -> s
     if choice.idles:
         return (f"would hold back jobs whose other {choice.idles} GPUs would then idle, "
                 f"more than waiting for empty GPUs idles")
+    if choice.worn_only:
+        return "would hold back multi-GPU jobs slowed down too far already"
     if choice.free.sum() >= n:
         # Not polite there: it needs more than `STACK_RATIO` of a resident's time left,
         # or would hold one past the makespan goal (the module docstring's rule).
@@ -274,6 +303,7 @@ class Outlook:
     blocks: np.ndarray  # each GPU's block (`placement.block_labels`)
     resident_sd: float  # `Board.resident_sd`
     wide_cap: float  # `priority.Ranking.wide_cap`
+    worn: np.ndarray  # GPUs holding a worn resident (`worn`)
     blocked_by: str = ""  # `fifo-strict`: the waiting job nothing may pass
 
 
@@ -307,6 +337,7 @@ def outlook(board: Board, look: object) -> Outlook:
                    board.reserved.copy(), board.release_s,
                    look.goal - board.now, look.empty_at.copy(),  # type: ignore[attr-defined]
                    board.widest.copy(), board.blocks(), board.resident_sd, board.wide_cap,
+                   look.worn.copy(),  # type: ignore[attr-defined]
                    board.blocked_by.job if board.blocked_by else "")
 
 
@@ -336,7 +367,7 @@ def place_arrival(view: Outlook, job: FleetJob, interference: Interference,
                           goal_left=view.goal_left,
                           wait_from=wait_start(view.empty_at, room, job.num_gpus),
                           now=view.now, narrow=view.widest <= 1,
-                          resident_sd=view.resident_sd)
+                          resident_sd=view.resident_sd, target=view.target, worn=view.worn)
     got = choice.gpus
     if got is None and drains(job, room, view.empty_at):
         got = covering(view.blocks, room & free, view.count > 0, job.num_gpus)
