@@ -97,10 +97,12 @@ class _GpuState:
         self.starting = np.zeros(n_gpu, dtype=bool)
         self.worn = np.zeros(n_gpu, dtype=bool)
         for job in jobs:
-            if not job.ready and job.gpus:
-                self.starting[[board.pos[g] for g in job.gpus]] = True
-            if job.gpus:
-                self.wear(job, [board.pos[g] for g in job.gpus])
+            if not job.gpus:
+                continue
+            ranks = [board.pos[g] for g in job.gpus]
+            if not job.ready:
+                self.starting[ranks] = True
+            self.wear(job, ranks)
 
     def wear(self, job: FleetJob, gpus: Sequence[int]) -> None:
         """`job` is resident on `gpus`: mark them if it is worn."""
