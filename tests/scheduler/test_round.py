@@ -484,6 +484,20 @@ def test_a_job_late_for_the_makespan_goal_with_no_empty_gpu_holds_nobody_back():
     assert "long" not in plan.admitted and all(plan.shares[b.job] == (1.0,) for b in busy)
 
 
+def test_a_claim_for_the_makespan_goal_does_not_delay_a_job_already_past_its_deadline():
+    # The 2-GPU job of 10 s has waited 110 s, past any deadline; it starts on g0 and
+    # g1 once g1's resident ends in 50 s. The 1,000 s job is late for the goal (its
+    # own finish alone, 1,000 s) but claiming the empty g0 would hold the 2-GPU job
+    # back 1,000 s more: it does not claim it.
+    gpus = [Gpu("g0"), Gpu("g1")]
+    resident = make_job("resident", 1, 0.0, 1e4, done=5e3, on=["g1"])
+    wide = make_job("wide", 2, 0.0, 2e3)
+    long = make_job("long", 1, 0.0, 1e5)
+    plan = plan_round([resident, wide, long], gpus, 110.0, PRESETS["gpufair"])
+    assert late_for_goal(long, 110.0, plan.outlook.goal)
+    assert plan.admitted.get("long") != ("g0",)
+
+
 def test_a_newcomer_whose_trainers_start_once_placed_leaves_its_gpus_time_to_others_meanwhile():
     """A live submission (`ready` False) is placed ahead of a long resident, but its
     trainers take seconds to start: the round that places it lets the resident run on

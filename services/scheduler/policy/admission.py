@@ -29,7 +29,8 @@ redrawn GPU type with a fifth of its pairs unable to co-run: a 30 s job
 waited 23 minutes; bench/scheduler/HISTORY.md round 28). Before the walk,
 a waiting job whose latest start for the makespan goal has come takes
 empty GPUs whatever its place in the order, unless a more urgent waiting
-job would then miss its deadline (`_claims`):
+job would then start later and end past its deadline, one already past it
+included (`_claims`):
 the order is by slow-down deadline, and a week-long job due at the goal
 otherwise waits out every shorter job due before it and ends past the goal
 (Gavel-style traces: 19 % past it; bench/scheduler/HISTORY.md round 13).
@@ -235,9 +236,9 @@ def _place(board: Board, job: FleetJob, filler: Filler, look: _GpuState
 def _claims(board: Board, look: _GpuState) -> dict[int, tuple[int, ...]]:
     """Waiting jobs late for the makespan goal (`priority.late_for_goal`),
     placed on empty GPUs ahead of the order (module docstring). Empty GPUs
-    only, so nobody is held back for them; and only where every more urgent
-    waiting job that makes its deadline meets it still, starting on the
-    GPUs left or on the claimed ones once the late job is done. One that
+    only, so nobody is held back for them; and only where no more urgent
+    waiting job would start later and end past its deadline, starting on
+    the GPUs left or on the claimed ones once the late job is done. One that
     cannot claim waits its turn."""
     claims: dict[int, tuple[int, ...]] = {}
     if board.levers.queue != "sd" or board.levers.placement != "sd":
@@ -289,8 +290,9 @@ def _tail(board: Board, look: _GpuState, claims: dict[int, tuple[int, ...]]
 
 def _affordable(board: Board, look: _GpuState, ahead: Sequence[int], got: tuple[int, ...],
                 seconds: float) -> bool:
-    """Can every waiting job in `ahead` that would make its slow-down deadline
-    still make it with GPUs `got` busy for `seconds` more?"""
+    """Does no waiting job in `ahead` start later with GPUs `got` busy for
+    `seconds` more and then end past its slow-down deadline? A job already
+    past its deadline counts too: waiting longer only makes it later."""
     later = look.empty_at.copy()
     later[list(got)] = np.maximum(later[list(got)], seconds)
     for k in ahead:
@@ -300,8 +302,8 @@ def _affordable(board: Board, look: _GpuState, ahead: Sequence[int], got: tuple[
         due = deadline(other, board.target, board.goal, board.wide_cap, len(board.gpus)) \
             - board.now - other.remaining_s()
         room = board.room(other)
-        if wait_start(look.empty_at, room, other.num_gpus) <= due < wait_start(
-                later, room, other.num_gpus):
+        delayed = wait_start(later, room, other.num_gpus)
+        if due < delayed and wait_start(look.empty_at, room, other.num_gpus) < delayed:
             return False
     return True
 
